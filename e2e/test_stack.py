@@ -1,0 +1,56 @@
+"""The stack is really wired: TrainJobs run, and the Trainer's webhook judges them."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from trainjob_conformance.policies.view import JOBSET, TRAINJOB, condition
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.policy("TJ-STACK-001")
+def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view, trainjob_templates):
+    view = trainjob_view
+    view.create(
+        trainjob_templates.render_one(
+            "trainjob", name="smoke", namespace=view.namespace, num_nodes=2
+        )
+    )
+
+    jobset = view.wait("JobSet smoke", lambda: view.find(JOBSET, "smoke"))
+    owners = jobset["metadata"].get("ownerReferences") or []
+    assert [(o["kind"], o["name"]) for o in owners] == [("TrainJob", "smoke")]
+
+    finished = view.wait_for_condition(TRAINJOB, "smoke", "Complete", timeout=90)
+    complete = condition(finished, "Complete")
+    assert complete is not None and complete["status"] == "True"
+
+    jobs = view.jobs("smoke")
+    assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
+    assert jobs[0]["spec"]["parallelism"] == 2
+    assert jobs[0]["spec"]["completions"] == 2
+    pods = view.pods("smoke")
+    assert len(pods) == 2, [p["metadata"]["name"] for p in pods]
+    nodes = {n.metadata.name for n in view.kube.core.list_node(label_selector="type=kwok").items}
+    for pod in pods:
+        assert pod["spec"].get("nodeName") in nodes, pod["metadata"]["name"]
+        assert pod["status"]["phase"] == "Succeeded", pod["metadata"]["name"]
+
+
+@pytest.mark.policy("TJ-STACK-002")
+def test_trainjob_naming_missing_runtime_is_rejected_by_trainer_webhook(
+    trainjob_view, trainjob_templates
+):
+    manifest = trainjob_templates.render_one(
+        "trainjob", name="orphan", namespace=trainjob_view.namespace, runtime="no-such-runtime"
+    )
+    with pytest.raises(ApiException) as rejected:
+        trainjob_view.create(manifest)
+
+    body = rejected.value.body.decode() if isinstance(rejected.value.body, bytes) else rejected.value.body
+    assert rejected.value.status == 403, body
+    assert 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request' in body
+    assert "must be created before the TrainJob is created" in body
+    assert trainjob_view.find(TRAINJOB, "orphan") is None

@@ -1,0 +1,158 @@
+"""The `trainjob-conformance` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, load_profile, profile_names
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from trainjob_conformance.stack.gobuild import build_profile
+
+    started = time.monotonic()
+    binaries = build_profile(load_profile(args.profile))
+    for name, path in sorted(binaries.items()):
+        print(f"{name:28} {path}")
+    print(f"profile {args.profile}: {len(binaries)} binaries ready in {time.monotonic() - started:.1f}s")
+    return 0
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
+    from trainjob_conformance.cluster.processes import unregister_cleanup
+
+    run_dir = Path(args.run_dir or Path(".runs") / f"up-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    cluster = EmbeddedStackCluster(load_profile(args.profile), run_dir)
+    try:
+        handle = cluster.up()
+    except BaseException:
+        cluster.down()
+        raise
+    # From here on the cluster outlives this command; `down` stops it.
+    unregister_cleanup(cluster.down)
+    if cluster.control_plane is not None:
+        unregister_cleanup(cluster.control_plane.down)
+    for controller in cluster.controllers.values():
+        unregister_cleanup(controller.process.stop)
+    print(f"export KUBECONFIG={handle.kubeconfig}")
+    print(f"# stop with: trainjob-conformance down --run-dir {run_dir}")
+    return 0
+
+
+def _cmd_down(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir).resolve()
+    state_file = run_dir / "state.json"
+    if not state_file.is_file():
+        raise ConformanceError(f"no cluster state in {run_dir} (expected {state_file.name})")
+    state = json.loads(state_file.read_text())
+    for name, pid in (state.get("pids") or {}).items():
+        try:
+            os.killpg(int(pid), signal.SIGTERM)
+            print(f"stopped {name} (pid {pid})")
+        except ProcessLookupError:
+            pass
+    if state.get("cluster_name"):
+        from trainjob_conformance.stack.gobuild import binary_path
+
+        version = state["handle"]["versions"]["kwok"]
+        env = {**os.environ, "KWOK_WORKDIR": state["kwok_workdir"]}
+        kwokctl = str(binary_path("kwok", version, "kwokctl"))
+        subprocess.run(
+            [kwokctl, "delete", "cluster", "--name", state["cluster_name"]], env=env, check=True
+        )
+    state_file.unlink()
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from trainjob_conformance.render.overrides import OverrideShape
+    from trainjob_conformance.render.templates import TemplateSet
+
+    values = json.loads(args.values) if args.values else {}
+    if not isinstance(values, dict):
+        raise ConformanceError("--values must be a JSON object")
+    templates = TemplateSet(Path(args.templates), OverrideShape(args.shape))
+    sys.stdout.write(templates.render_text(args.template, values))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    load_profile(args.profile)  # an unknown profile fails here, in one line
+    command = [
+        sys.executable, "-m", "pytest", "e2e",
+        f"--trainjob-profile={args.profile}",
+        "-n", str(args.workers),
+        "-p", "no:cacheprovider",
+        *args.pytest_args,
+    ]
+    return subprocess.call(command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainjob-conformance",
+        description="Prove how Kubeflow Trainer's TrainJob behaves on a real cluster.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_profile(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--profile", default=DEFAULT_PROFILE,
+            help=f"pinned version set: {', '.join(profile_names())} (default: %(default)s)",
+        )
+
+    build = sub.add_parser("build", help="build (or reuse) the binaries of a profile")
+    with_profile(build)
+    build.set_defaults(func=_cmd_build)
+
+    up = sub.add_parser("up", help="bring an embedded cluster up and leave it running")
+    with_profile(up)
+    up.add_argument("--run-dir", help="where state and logs go (default: .runs/up-<time>)")
+    up.set_defaults(func=_cmd_up)
+
+    down = sub.add_parser("down", help="stop a cluster started by `up`")
+    down.add_argument("--run-dir", required=True, help="the run directory `up` printed")
+    down.set_defaults(func=_cmd_down)
+
+    render = sub.add_parser("render", help="render a template to stdout")
+    render.add_argument("template", help="template name, e.g. trainjob")
+    render.add_argument("--values", help='parameters as JSON, e.g. \'{"name": "a"}\'')
+    render.add_argument(
+        "--shape", default="runtimePatches",
+        choices=["podSpecOverrides", "podTemplateOverrides", "runtimePatches"],
+        help="override field of the target Trainer release (default: %(default)s)",
+    )
+    render.add_argument("--templates", default="templates", help="template directory")
+    render.set_defaults(func=_cmd_render)
+
+    run = sub.add_parser("run", help="run the conformance suite on the embedded cluster")
+    with_profile(run)
+    run.add_argument("-n", "--workers", type=int, default=2, help="parallel workers")
+    run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    run.set_defaults(func=_cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ConformanceError as error:
+        print(f"trainjob-conformance: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("trainjob-conformance: interrupted; everything it started is stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

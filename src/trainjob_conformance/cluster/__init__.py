@@ -1,0 +1,1 @@
+"""Cluster providers (embedded, kind, existing) and what runs on them."""

@@ -1,0 +1,155 @@
+"""The embedded cluster: real control-plane binaries run by kwokctl on loopback.
+
+kwokctl's binary runtime already starts etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler and kwok-controller as processes from
+local paths; the harness only pins the binaries, binds everything to
+127.0.0.1, turns admission on (webhooks need it) and keeps the kubeconfig in
+the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from trainjob_conformance.cluster.kwok_stages import harness_stages
+from trainjob_conformance.cluster.nodes import node_manifests
+from trainjob_conformance.cluster.ports import LOOPBACK
+from trainjob_conformance.cluster.processes import register_cleanup, unregister_cleanup
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.progress import step
+from trainjob_conformance.stack.gobuild import module_source
+from trainjob_conformance.stack.profiles import Profile
+
+_CREATE_TIMEOUT = "3m"
+
+
+class EmbeddedControlPlane:
+    """One kwokctl cluster, owned by this process from `up` to `down`."""
+
+    def __init__(
+        self, profile: Profile, binaries: dict[str, Path], run_dir: Path, name: str | None = None
+    ) -> None:
+        self.profile = profile
+        self.binaries = binaries
+        self.run_dir = run_dir
+        self.name = name or f"tjc-{uuid.uuid4().hex[:8]}"
+        self.workdir = run_dir / "kwok"
+        self._created = False
+
+    @property
+    def cluster_dir(self) -> Path:
+        return self.workdir / "clusters" / self.name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster_dir / "kubeconfig.yaml"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.cluster_dir / "logs"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KWOK_WORKDIR"] = str(self.workdir)
+        env["KWOK_KUBECTL_BINARY"] = str(self.binaries["kubectl"])
+        # kwokctl must never merge the new cluster into the user's kubeconfig.
+        env.pop("KUBECONFIG", None)
+        return env
+
+    def _kwokctl_config(self) -> Path:
+        path = self.run_dir / "kwokctl.yaml"
+        options = {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokctlConfiguration",
+            "options": {"bindAddress": LOOPBACK, "kubectlBinary": str(self.binaries["kubectl"])},
+        }
+        stages = harness_stages(module_source("kwok", self.profile.version("kwok")))
+        path.write_text(yaml.safe_dump_all([options, *stages]))
+        return path
+
+    def _kwokctl(self, *args: str, log_name: str) -> None:
+        log = self.run_dir / f"kwokctl-{log_name}.log"
+        with log.open("ab") as sink:
+            result = subprocess.run(
+                [str(self.binaries["kwokctl"]), *args],
+                env=self._env(),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        if result.returncode != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+            raise ConformanceError(f"kwokctl {args[0]} {args[1]} failed; log {log}:\n{tail}")
+
+    def up(self) -> Path:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        config = self._kwokctl_config()
+        register_cleanup(self.down)
+        self._created = True
+        with step(f"starting control plane {self.name} (kwokctl, binary runtime)"):
+            self._kwokctl(
+                "--config",
+                str(config),
+                "create",
+                "cluster",
+                "--name",
+                self.name,
+                "--runtime",
+                "binary",
+                "--kube-admission",
+                "--kubeconfig=",
+                "--wait",
+                _CREATE_TIMEOUT,
+                "--etcd-binary",
+                str(self.binaries["etcd"]),
+                "--kube-apiserver-binary",
+                str(self.binaries["kube-apiserver"]),
+                "--kube-controller-manager-binary",
+                str(self.binaries["kube-controller-manager"]),
+                "--kube-scheduler-binary",
+                str(self.binaries["kube-scheduler"]),
+                "--kwok-controller-binary",
+                str(self.binaries["kwok"]),
+                log_name="create",
+            )
+        if not self.kubeconfig.is_file():
+            raise ConformanceError(f"kwokctl reported success but wrote no {self.kubeconfig}")
+        return self.kubeconfig
+
+    def add_nodes(self) -> list[str]:
+        kube = Kube(api_client_for(self.kubeconfig))
+        names = []
+        for node in node_manifests():
+            kube.apply(node)
+            names.append(node["metadata"]["name"])
+
+        def all_ready() -> bool:
+            ready = 0
+            for node in kube.core.list_node(label_selector="type=kwok").items:
+                conditions = {c.type: c.status for c in node.status.conditions or []}
+                ready += conditions.get("Ready") == "True"
+            return ready == len(names)
+
+        wait_for(
+            f"{len(names)} kwok nodes to be Ready",
+            all_ready,
+            timeout=60,
+            retry_on=(ApiException,),
+        )
+        return names
+
+    def down(self) -> None:
+        unregister_cleanup(self.down)
+        if not self._created:
+            return
+        self._created = False
+        self._kwokctl("delete", "cluster", "--name", self.name, log_name="delete")

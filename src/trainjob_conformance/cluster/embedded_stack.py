@@ -1,0 +1,165 @@
+"""The embedded provider: built binaries, a kwokctl control plane, the stack as processes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from trainjob_conformance.cluster.certs import CertificateAuthority
+from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
+from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.host_controllers import STARTERS, HostController, Ports
+from trainjob_conformance.cluster.manifests import (
+    KUEUE_NAMESPACE,
+    crds,
+    load_documents,
+    webhook_configurations,
+)
+from trainjob_conformance.cluster.processes import register_cleanup, unregister_cleanup
+from trainjob_conformance.cluster.readiness import standard_probes, wait_for_admission
+from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.progress import say, step
+from trainjob_conformance.stack.gobuild import build_profile, module_source
+from trainjob_conformance.stack.profiles import Profile
+
+# Start order matters: the Trainer needs the JobSet CRD and API, Kueue's
+# TrainJob integration needs both.
+_CONTROLLERS = ("jobset", "trainer", "kueue")
+_BINARY = {
+    "jobset": "jobset-controller-manager",
+    "trainer": "trainer-controller-manager",
+    "kueue": "kueue",
+}
+_NAMESPACES = ("jobset-system", "kubeflow-system", KUEUE_NAMESPACE)
+_TORCH_RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
+STATE_FILE = "state.json"
+
+
+class EmbeddedStackCluster:
+    """Owns a control plane and the three managers from `up` to `down`."""
+
+    def __init__(self, profile: Profile, run_dir: Path) -> None:
+        self.profile = profile
+        self.run_dir = run_dir
+        self.control_plane: EmbeddedControlPlane | None = None
+        self.controllers: dict[str, HostController] = {}
+        self.timings: dict[str, float] = {}
+
+    def _timed(self, key: str, started: float) -> None:
+        self.timings[key] = round(time.monotonic() - started, 1)
+
+    def up(self) -> ClusterHandle:
+        register_cleanup(self.down)
+        started = time.monotonic()
+        binaries = build_profile(self.profile)
+        self._timed("build", started)
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        say(f"run directory {self.run_dir}")
+        mark = time.monotonic()
+        self.control_plane = EmbeddedControlPlane(self.profile, binaries, self.run_dir)
+        kubeconfig = self.control_plane.up()
+        self.control_plane.add_nodes()
+        self._timed("control_plane", mark)
+
+        mark = time.monotonic()
+        with step("installing JobSet, Kueue and Trainer"):
+            self._install_stack(binaries, kubeconfig)
+        self._timed("stack", mark)
+        self._timed("total", started)
+        handle = ClusterHandle(
+            provider="embedded",
+            kubeconfig=kubeconfig,
+            versions=dict(self.profile.versions),
+            log_files={name: c.log_file for name, c in self.controllers.items()},
+        )
+        self._write_state(handle)
+        say(
+            f"cluster ready in {self.timings['total']}s "
+            f"(build {self.timings['build']}s, control plane {self.timings['control_plane']}s, "
+            f"stack {self.timings['stack']}s)"
+        )
+        return handle
+
+    def _install_stack(self, binaries: dict[str, Path], kubeconfig: Path) -> None:
+        kube = Kube(api_client_for(kubeconfig))
+        ca = CertificateAuthority(self.run_dir / "pki")
+        sources = {name: module_source(name, self.profile.version(name)) for name in _CONTROLLERS}
+        ports = {name: Ports.pick() for name in _CONTROLLERS}
+        for namespace in _NAMESPACES:
+            kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+
+        # CRDs before the managers: each indexes its kinds at start and exits without them.
+        crd_names = []
+        for name in _CONTROLLERS:
+            for crd in crds(sources[name], name, ports[name].webhook, ca.ca_pem):
+                kube.apply(crd)
+                crd_names.append(crd["metadata"]["name"])
+        wait_for(
+            f"{len(crd_names)} CRDs to be Established",
+            lambda: all(_established(kube, crd) for crd in crd_names),
+            timeout=60,
+            retry_on=(ApiException,),
+        )
+
+        for name in _CONTROLLERS:
+            directory = self.run_dir / name
+            directory.mkdir(parents=True, exist_ok=True)
+            binary = binaries[_BINARY[name]]
+            self.controllers[name] = STARTERS[name](binary, kubeconfig, ca, directory, ports[name])
+        for controller in self.controllers.values():
+            controller.wait_ready()
+
+        # Webhooks only once their servers listen: with failurePolicy Fail, an
+        # earlier registration would block Jobs and Pods cluster-wide.
+        for name in _CONTROLLERS:
+            for config in webhook_configurations(
+                sources[name], name, ports[name].webhook, ca.ca_pem
+            ):
+                kube.apply(config)
+        kube.apply(_torch_runtime(sources["trainer"]))
+        wait_for_admission(kube, standard_probes(), timeout=60, log_tails=self._log_tails)
+
+    def _log_tails(self) -> str:
+        return "\n".join(
+            f"--- {name} log tail ({c.log_file}) ---\n{c.process.log_tail(20)}"
+            for name, c in self.controllers.items()
+        )
+
+    def _write_state(self, handle: ClusterHandle) -> None:
+        state = {
+            "handle": handle.to_json(),
+            "kwok_workdir": str(self.control_plane.workdir) if self.control_plane else None,
+            "cluster_name": self.control_plane.name if self.control_plane else None,
+            "pids": {name: c.process.pid for name, c in self.controllers.items()},
+        }
+        (self.run_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
+
+    def down(self) -> None:
+        unregister_cleanup(self.down)
+        # Managers first, so none of them reconciles against a dying API server.
+        for name in reversed(list(self.controllers)):
+            self.controllers[name].process.stop()
+        self.controllers.clear()
+        if self.control_plane is not None:
+            self.control_plane.down()
+            self.control_plane = None
+
+
+def _established(kube: Kube, crd_name: str) -> bool:
+    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd_name)
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def _torch_runtime(trainer_source: Path) -> dict[str, Any]:
+    """Upstream's torch-distributed runtime, labelled as its runtimes overlay labels it."""
+    runtime = load_documents(trainer_source / _TORCH_RUNTIME_FILE)[0]
+    labels = runtime["metadata"].setdefault("labels", {})
+    labels["trainer.kubeflow.org/webhook-validation"] = "disabled"
+    return runtime

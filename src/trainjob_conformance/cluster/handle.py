@@ -1,0 +1,61 @@
+"""What a test gets from any cluster provider."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainjob_conformance.kube.client import Kube, api_client_for
+
+
+@dataclass
+class ClusterHandle:
+    """A ready cluster with JobSet, Kueue and Trainer installed and answering.
+
+    `log_tail(component, lines)` returns the end of a controller's log, from a
+    file for host processes or from the Pod for in-cluster installs.
+    """
+
+    provider: str
+    kubeconfig: Path
+    versions: dict[str, str]
+    log_files: dict[str, Path] = field(default_factory=dict)
+    log_tail: Callable[[str, int], str] | None = None
+    _kube: Kube | None = None
+
+    @property
+    def kube(self) -> Kube:
+        if self._kube is None:
+            self._kube = Kube(api_client_for(self.kubeconfig))
+        return self._kube
+
+    def controller_log_tail(self, component: str, lines: int = 40) -> str:
+        if self.log_tail is not None:
+            return self.log_tail(component, lines)
+        path = self.log_files.get(component)
+        if path is None or not path.exists():
+            return f"(no log for {component})"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def to_json(self) -> dict[str, object]:
+        """What a pytest-xdist worker needs to attach to a cluster it did not start."""
+        return {
+            "provider": self.provider,
+            "kubeconfig": str(self.kubeconfig),
+            "versions": dict(self.versions),
+            "log_files": {name: str(path) for name, path in self.log_files.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ClusterHandle:
+        log_files = data.get("log_files") or {}
+        assert isinstance(log_files, dict)
+        versions = data.get("versions") or {}
+        assert isinstance(versions, dict)
+        return cls(
+            provider=str(data["provider"]),
+            kubeconfig=Path(str(data["kubeconfig"])),
+            versions={str(k): str(v) for k, v in versions.items()},
+            log_files={str(k): Path(str(v)) for k, v in log_files.items()},
+        )

@@ -1,0 +1,235 @@
+"""CRDs and webhook configurations, read from the upstream modules at run time.
+
+Nothing here is a copy of an upstream manifest: the files come from the Go
+module cache of the pinned version. What the harness adds is what kustomize
+would add in the upstream install (config names, the selectors of their
+patches, the conversion stanza) and the one change every out-of-cluster setup
+makes, as envtest does: each `clientConfig.service` becomes a loopback URL
+with the harness CA as `caBundle`.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainjob_conformance.cluster.ports import LOOPBACK
+from trainjob_conformance.errors import ConformanceError
+
+Manifest = dict[str, Any]
+
+KUEUE_NAMESPACE = "kueue-system"
+# The Kueue frameworks the harness enables; their webhooks are registered, others not.
+KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
+_KUEUE_API_GROUPS = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "trainer.kubeflow.org"}
+_KUEUE_INTEGRATION_GROUPS = {"batch", "jobset.x-k8s.io", "trainer.kubeflow.org"}
+
+
+def _webhook_groups(webhook: Manifest) -> set[str]:
+    return {group for rule in webhook.get("rules", []) for group in rule.get("apiGroups", [])}
+
+
+def _keep_all(webhook: Manifest) -> bool:
+    return True
+
+
+def _kueue_enabled(webhook: Manifest) -> bool:
+    groups = _webhook_groups(webhook)
+    return bool(groups) and groups <= _KUEUE_API_GROUPS
+
+
+def _jobset_selectors(webhook: Manifest) -> dict[str, Any]:
+    # config/components/webhook/patches: JobSet's Pod webhooks see only JobSet Pods.
+    if webhook["name"] in ("mpod.kb.io", "vpod.kb.io"):
+        return {
+            "objectSelector": {
+                "matchExpressions": [
+                    {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}
+                ]
+            }
+        }
+    return {}
+
+
+def _kueue_selectors(webhook: Manifest) -> dict[str, Any]:
+    # config/components/webhook/kustomization.yaml: job integrations skip
+    # kube-system and Kueue's own namespace.
+    if _webhook_groups(webhook) & _KUEUE_INTEGRATION_GROUPS:
+        return {
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {
+                        "key": "kubernetes.io/metadata.name",
+                        "operator": "NotIn",
+                        "values": ["kube-system", KUEUE_NAMESPACE],
+                    }
+                ]
+            }
+        }
+    return {}
+
+
+def _trainer_selectors(webhook: Manifest) -> dict[str, Any]:
+    # manifests/base/webhook/patch_validating.yaml: runtimes labelled
+    # webhook-validation=disabled (the upstream runtime overlay) skip validation.
+    if webhook["name"] in (
+        "validator.clustertrainingruntime.trainer.kubeflow.org",
+        "validator.trainingruntime.trainer.kubeflow.org",
+    ):
+        return {
+            "objectSelector": {
+                "matchExpressions": [
+                    {
+                        "key": "trainer.kubeflow.org/webhook-validation",
+                        "operator": "NotIn",
+                        "values": ["disabled"],
+                    }
+                ]
+            }
+        }
+    return {}
+
+
+@dataclass(frozen=True)
+class ProductManifests:
+    """Where one product keeps its manifests, and what its kustomize layer adds."""
+
+    component: str
+    crd_dir: str
+    crd_kustomization: str | None
+    webhook_file: str
+    config_names: dict[str, str]
+    keep_webhook: Callable[[Manifest], bool] = _keep_all
+    selectors: Callable[[Manifest], dict[str, Any]] = field(default=lambda webhook: {})
+
+
+PRODUCTS: dict[str, ProductManifests] = {
+    "jobset": ProductManifests(
+        component="jobset",
+        crd_dir="config/components/crd/bases",
+        crd_kustomization="config/components/crd/kustomization.yaml",
+        webhook_file="config/components/webhook/manifests.yaml",
+        config_names={
+            "MutatingWebhookConfiguration": "jobset-mutating-webhook-configuration",
+            "ValidatingWebhookConfiguration": "jobset-validating-webhook-configuration",
+        },
+        selectors=_jobset_selectors,
+    ),
+    "kueue": ProductManifests(
+        component="kueue",
+        crd_dir="config/components/crd/bases",
+        crd_kustomization="config/components/crd/kustomization.yaml",
+        webhook_file="config/components/webhook/manifests.yaml",
+        config_names={
+            "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
+            "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration",
+        },
+        keep_webhook=_kueue_enabled,
+        selectors=_kueue_selectors,
+    ),
+    "trainer": ProductManifests(
+        component="trainer",
+        crd_dir="manifests/base/crds",
+        crd_kustomization=None,
+        webhook_file="manifests/base/webhook/manifests.yaml",
+        config_names={
+            "MutatingWebhookConfiguration": "defaulter.trainer.kubeflow.org",
+            "ValidatingWebhookConfiguration": "validator.trainer.kubeflow.org",
+        },
+        selectors=_trainer_selectors,
+    ),
+}
+
+
+def load_documents(path: Path) -> list[Manifest]:
+    if not path.is_file():
+        raise ConformanceError(
+            f"{path} is missing: this upstream version keeps its manifests elsewhere "
+            "and is not supported by this harness version"
+        )
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def loopback_client_config(port: int, path: str, ca_pem: bytes) -> dict[str, Any]:
+    return {
+        "url": f"https://{LOOPBACK}:{port}{path}",
+        "caBundle": base64.b64encode(ca_pem).decode(),
+    }
+
+
+def _conversion_patches(source: Path, product: ProductManifests) -> dict[str, Manifest]:
+    """CRD name -> the `spec.conversion` that the product's kustomization enables."""
+    if product.crd_kustomization is None:
+        return {}
+    kustomization = load_documents(source / product.crd_kustomization)[0]
+    base = (source / product.crd_kustomization).parent
+    patches = {}
+    for entry in kustomization.get("patches") or []:
+        path = entry.get("path") if isinstance(entry, dict) else None
+        if not path:
+            continue
+        for patch in load_documents(base / path):
+            conversion = (patch.get("spec") or {}).get("conversion")
+            if patch.get("kind") == "CustomResourceDefinition" and conversion:
+                patches[patch["metadata"]["name"]] = conversion
+    return patches
+
+
+def crds(source: Path, product_key: str, webhook_port: int, ca_pem: bytes) -> list[Manifest]:
+    product = PRODUCTS[product_key]
+    crd_dir = source / product.crd_dir
+    files = sorted(crd_dir.glob("*.yaml"))
+    if not files:
+        raise ConformanceError(f"no CRDs under {crd_dir}")
+    conversions = _conversion_patches(source, product)
+    result = []
+    for path in files:
+        for crd in load_documents(path):
+            if crd.get("kind") != "CustomResourceDefinition":
+                continue
+            conversion = conversions.get(crd["metadata"]["name"])
+            if conversion and conversion.get("strategy") == "Webhook":
+                service = conversion["webhook"]["clientConfig"]["service"]
+                crd["spec"]["conversion"] = {
+                    "strategy": "Webhook",
+                    "webhook": {
+                        "clientConfig": loopback_client_config(
+                            webhook_port, service.get("path", "/convert"), ca_pem
+                        ),
+                        "conversionReviewVersions": conversion["webhook"].get(
+                            "conversionReviewVersions", ["v1"]
+                        ),
+                    },
+                }
+            result.append(crd)
+    return result
+
+
+def webhook_configurations(
+    source: Path, product_key: str, port: int, ca_pem: bytes
+) -> list[Manifest]:
+    product = PRODUCTS[product_key]
+    result = []
+    for doc in load_documents(source / product.webhook_file):
+        kind = doc.get("kind")
+        if kind not in product.config_names:
+            continue
+        webhooks = []
+        for webhook in doc.get("webhooks") or []:
+            if not product.keep_webhook(webhook):
+                continue
+            service = webhook["clientConfig"].get("service") or {}
+            webhook["clientConfig"] = loopback_client_config(port, service.get("path", "/"), ca_pem)
+            webhook.update(product.selectors(webhook))
+            webhooks.append(webhook)
+        doc["metadata"] = {"name": product.config_names[kind]}
+        doc["webhooks"] = webhooks
+        result.append(doc)
+    if not result:
+        raise ConformanceError(f"no webhook configurations in {source / product.webhook_file}")
+    return result

@@ -1,0 +1,49 @@
+"""The fake nodes of an embedded cluster, with a topology Kueue can use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+BLOCK_LABEL = "cloud.provider.com/topology-block"
+RACK_LABEL = "cloud.provider.com/topology-rack"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+# block -> racks -> nodes per rack: 2 blocks x 2 racks x 2 nodes.
+_LAYOUT = {"block-a": ("rack-a1", "rack-a2"), "block-b": ("rack-b1", "rack-b2")}
+_NODES_PER_RACK = 2
+NODE_CPU = "8"
+NODE_MEMORY = "32Gi"
+
+
+def node_manifests() -> list[dict[str, Any]]:
+    nodes = []
+    for block, racks in _LAYOUT.items():
+        for rack in racks:
+            for index in range(_NODES_PER_RACK):
+                name = f"kwok-{rack}-{index}"
+                capacity = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": "110"}
+                nodes.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {
+                            "name": name,
+                            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+                            "labels": {
+                                "type": "kwok",
+                                HOSTNAME_LABEL: name,
+                                ZONE_LABEL: "zone-1",
+                                BLOCK_LABEL: block,
+                                RACK_LABEL: rack,
+                                "node.kubernetes.io/instance-type": "kwok-8cpu-32gi",
+                                "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64",
+                            },
+                        },
+                        "spec": {},
+                        "status": {"capacity": capacity, "allocatable": capacity},
+                    }
+                )
+    return nodes

@@ -1,0 +1,42 @@
+"""Choose a cluster provider and bring a ready cluster up (and down)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.stack.profiles import Profile
+
+PROVIDERS = ("embedded", "kind", "existing")
+
+
+class ClusterProvider(Protocol):
+    def up(self) -> ClusterHandle: ...
+
+    def down(self) -> None: ...
+
+
+@dataclass
+class ClusterRequest:
+    provider: str
+    profile: Profile
+    run_dir: Path
+    kubeconfig: Path | None = None
+
+
+def make_provider(request: ClusterRequest) -> ClusterProvider:
+    if request.provider == "embedded":
+        from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
+
+        return EmbeddedStackCluster(request.profile, request.run_dir)
+    if request.provider in ("kind", "existing"):
+        raise ConformanceError(
+            f"the {request.provider!r} cluster provider is not available yet in this version; "
+            "use --trainjob-cluster=embedded"
+        )
+    raise ConformanceError(
+        f"unknown cluster provider {request.provider!r}; choose one of: {', '.join(PROVIDERS)}"
+    )

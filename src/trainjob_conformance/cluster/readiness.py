@@ -1,0 +1,122 @@
+"""The stack is ready when each webhook has answered a real admission request.
+
+A port that accepts connections proves little; a server-side dry-run goes
+through every matching webhook (failurePolicy Fail), and the negative probe
+proves the Trainer's validator is registered and judging, not merely reachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+
+PROBE_NAMESPACE = "default"
+MISSING_RUNTIME = "trainjob-conformance-no-such-runtime"
+TRAINER_VALIDATOR = "validator.trainjob.trainer.kubeflow.org"
+TORCH_RUNTIME = "torch-distributed"
+
+
+@dataclass(frozen=True)
+class AdmissionProbe:
+    description: str
+    manifest: dict[str, Any]
+    denied_by: str | None = None  # None: the request must be allowed
+
+
+def _container() -> dict[str, Any]:
+    return {"name": "probe", "image": "registry.k8s.io/pause:3.10"}
+
+
+def _trainjob(runtime: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "readiness-probe", "namespace": PROBE_NAMESPACE},
+        "spec": {"runtimeRef": {"name": runtime}},
+    }
+
+
+def standard_probes() -> list[AdmissionProbe]:
+    pod_template = {"spec": {"restartPolicy": "Never", "containers": [_container()]}}
+    return [
+        AdmissionProbe(
+            "Kueue ResourceFlavor webhooks",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": "readiness-probe"},
+            },
+        ),
+        AdmissionProbe(
+            "Kueue batch/Job webhooks",
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "readiness-probe", "namespace": PROBE_NAMESPACE},
+                "spec": {"suspend": True, "template": pod_template},
+            },
+        ),
+        AdmissionProbe(
+            "JobSet and Kueue JobSet webhooks",
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": {"name": "readiness-probe", "namespace": PROBE_NAMESPACE},
+                "spec": {
+                    "suspend": True,
+                    "replicatedJobs": [
+                        {"name": "probe", "template": {"spec": {"template": pod_template}}}
+                    ],
+                },
+            },
+        ),
+        AdmissionProbe("Trainer and Kueue TrainJob webhooks", _trainjob(TORCH_RUNTIME)),
+        AdmissionProbe(
+            "Trainer TrainJob validator (negative)",
+            _trainjob(MISSING_RUNTIME),
+            denied_by=TRAINER_VALIDATOR,
+        ),
+    ]
+
+
+def _answered(kube: Kube, probe: AdmissionProbe) -> tuple[bool, str]:
+    try:
+        kube.create(probe.manifest, dry_run=True)
+    except ApiException as error:
+        body = error.body.decode() if isinstance(error.body, bytes) else str(error.body)
+        if probe.denied_by and probe.denied_by in body:
+            return True, body
+        return False, f"HTTP {error.status}: {body}"
+    if probe.denied_by:
+        return False, f"allowed, but {probe.denied_by} should have denied it"
+    return True, "allowed"
+
+
+def wait_for_admission(
+    kube: Kube,
+    probes: list[AdmissionProbe],
+    timeout: float,
+    log_tails: Callable[[], str],
+) -> None:
+    for probe in probes:
+        last = {"answer": ""}
+
+        def check(probe: AdmissionProbe = probe) -> bool:
+            ok, answer = _answered(kube, probe)
+            last["answer"] = answer
+            return ok
+
+        try:
+            wait_for(f"{probe.description} to answer a dry-run request", check, timeout=timeout)
+        except WaitTimeout:
+            raise ConformanceError(
+                f"{probe.description} did not answer an admission request within {timeout:.0f}s; "
+                f"last answer: {last['answer']}\n{log_tails()}"
+            ) from None

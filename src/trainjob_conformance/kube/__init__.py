@@ -1,0 +1,1 @@
+"""Talking to a cluster: client, bounded waits, and what to print when they fail."""

@@ -1,0 +1,67 @@
+"""What a failed wait prints: the objects involved, recent events, controller logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from trainjob_conformance.kube.client import Kube
+
+# The kinds a TrainJob policy touches, in the order a reader follows them.
+NAMESPACED_KINDS: tuple[tuple[str, str], ...] = (
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+    ("batch/v1", "Job"),
+    ("v1", "Pod"),
+    ("kueue.x-k8s.io/v1beta2", "Workload"),
+)
+
+
+def _trim(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = dict(obj.get("metadata") or {})
+    metadata.pop("managedFields", None)
+    return {**obj, "metadata": metadata}
+
+
+def objects_yaml(kube: Kube, namespace: str) -> str:
+    sections = []
+    for api_version, kind in NAMESPACED_KINDS:
+        try:
+            items = kube.list(api_version, kind, namespace=namespace)
+        except (ApiException, Exception) as error:  # a missing CRD is worth a line, not a crash
+            sections.append(f"# {kind}: could not list ({error.__class__.__name__})")
+            continue
+        if not items:
+            sections.append(f"# {kind}: none")
+            continue
+        for item in items:
+            sections.append(f"# {kind} {item['metadata']['name']}\n" + yaml.safe_dump(_trim(item)))
+    return "\n".join(sections)
+
+
+def events_text(kube: Kube, namespace: str, limit: int = 40) -> str:
+    events = kube.core.list_namespaced_event(namespace).items
+    events.sort(key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+    lines = [
+        f"{e.type:7} {e.reason:24} {e.involved_object.kind}/{e.involved_object.name}: {e.message}"
+        for e in events[-limit:]
+    ]
+    return "\n".join(lines) or "(no events)"
+
+
+def namespace_report(
+    kube: Kube,
+    namespace: str,
+    controller_logs: dict[str, str] | None = None,
+) -> str:
+    parts = [
+        f"===== objects in namespace {namespace} =====",
+        objects_yaml(kube, namespace),
+        f"===== events in namespace {namespace} =====",
+        events_text(kube, namespace),
+    ]
+    for component, tail in (controller_logs or {}).items():
+        parts += [f"===== {component} log (tail) =====", tail]
+    return "\n".join(parts)

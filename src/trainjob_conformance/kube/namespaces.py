@@ -1,0 +1,41 @@
+"""One namespace per test, removed afterwards with everything in it."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from trainjob_conformance.kube.client import Kube
+
+TEST_NAMESPACE_LABEL = "trainjob-conformance.kubeflow.org/test"
+
+
+def namespace_name(test_name: str) -> str:
+    """A DNS-1123 label from the test name, unique per call."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")
+    suffix = uuid.uuid4().hex[:6]
+    return f"{slug[: 62 - len(suffix) - 1].rstrip('-')}-{suffix}"
+
+
+@contextmanager
+def temporary_namespace(kube: Kube, test_name: str) -> Iterator[str]:
+    name = namespace_name(test_name)
+    body = client.V1Namespace(
+        metadata=client.V1ObjectMeta(name=name, labels={TEST_NAMESPACE_LABEL: "true"})
+    )
+    kube.core.create_namespace(body)
+    try:
+        yield name
+    finally:
+        # Background: the namespace controller removes the contents; a test
+        # does not wait for it, and the next test has its own namespace.
+        try:
+            kube.core.delete_namespace(name, propagation_policy="Background")
+        except ApiException as error:
+            if error.status != 404:
+                raise

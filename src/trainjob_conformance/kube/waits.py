@@ -1,0 +1,64 @@
+"""Bounded polling that, on timeout, says what it waited for and what it saw."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import tenacity
+
+T = TypeVar("T")
+
+POLL_INTERVAL = 0.25
+
+
+class WaitTimeout(AssertionError):
+    """A wait ran out; the message carries the last observation and diagnostics."""
+
+
+def wait_for(
+    description: str,
+    probe: Callable[[], T | None],
+    timeout: float,
+    diagnostics: Callable[[], str] | None = None,
+    interval: float = POLL_INTERVAL,
+    retry_on: tuple[type[BaseException], ...] = (),
+) -> T:
+    """Poll `probe` until it returns something truthy, for at most `timeout` seconds.
+
+    `retry_on` lists exceptions that mean "not yet" (a 404 before an object
+    appears); anything else propagates at once.
+    """
+    seen: dict[str, Any] = {"value": None, "error": None}
+
+    def attempt() -> T | None:
+        try:
+            value = probe()
+        except retry_on as error:
+            seen["error"] = error
+            return None
+        seen["value"] = value
+        seen["error"] = None
+        return value
+
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_delay(timeout),
+        wait=tenacity.wait_fixed(interval),
+        retry=tenacity.retry_if_result(lambda value: not value),
+        retry_error_callback=lambda state: None,
+        reraise=False,
+    )
+    result = retrying(attempt)
+    if result:
+        return result
+    lines = [f"timed out after {timeout:.0f}s waiting for {description}"]
+    if seen["error"] is not None:
+        lines.append(f"last error: {seen['error']}")
+    elif seen["value"] is not None:
+        lines.append(f"last observed: {seen['value']!r}")
+    if diagnostics is not None:
+        try:
+            lines.append(diagnostics())
+        except Exception as error:  # diagnostics must not mask the timeout
+            lines.append(f"(collecting diagnostics failed: {error})")
+    raise WaitTimeout("\n".join(lines))

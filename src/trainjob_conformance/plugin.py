@@ -1,0 +1,352 @@
+"""The pytest plugin: options, the cluster fixture, namespaces and policy markers.
+
+Under pytest-xdist the controller process owns the one cluster of a run and
+hands its coordinates to the workers; run serially, the session fixture owns it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.provider import PROVIDERS, ClusterRequest, make_provider
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.policies.catalog import Outcome, Policy, load_catalog
+from trainjob_conformance.cluster.introspect import trainjob_spec_properties
+from trainjob_conformance.policies.view import TrainJobView
+from trainjob_conformance.render.overrides import detect_shape
+from trainjob_conformance.render.templates import TemplateSet
+from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, load_profile
+
+_WORKER_KEY = "trainjob_cluster"
+_OWNER_KEY = pytest.StashKey["_ClusterOwner"]()
+_CATALOG_KEY = pytest.StashKey[dict[str, Policy]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("trainjob", "TrainJob conformance")
+    # Every option carries the --trainjob- prefix: pytest-kind-ng already owns
+    # --kubeconfig, --cluster-name and --keep-cluster, and a clash stops pytest.
+    group.addoption(
+        "--trainjob-cluster",
+        choices=PROVIDERS,
+        default="embedded",
+        help="where e2e tests run: embedded (built from upstream, default), kind, existing",
+    )
+    group.addoption(
+        "--trainjob-profile",
+        default=os.environ.get("TRAINJOB_PROFILE", DEFAULT_PROFILE),
+        help="pinned upstream version set (default: %(default)s)",
+    )
+    group.addoption(
+        "--trainjob-kubeconfig",
+        type=Path,
+        default=None,
+        help="kubeconfig of the cluster for --trainjob-cluster=existing (never the default one)",
+    )
+    group.addoption(
+        "--trainjob-keep-cluster",
+        action="store_true",
+        help="leave the cluster running after the run and print how to use it",
+    )
+    group.addoption(
+        "--trainjob-catalog",
+        type=Path,
+        default=None,
+        help="policy catalog YAML (default: <rootdir>/fixtures/policies.yaml)",
+    )
+    group.addoption(
+        "--trainjob-templates",
+        type=Path,
+        default=None,
+        help="template directory (default: <rootdir>/templates)",
+    )
+    group.addoption(
+        "--trainjob-run-dir",
+        type=Path,
+        default=None,
+        help="where cluster state, controller logs and diagnostics go (default: .runs/<id>)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: needs a real cluster with JobSet, Kueue and Trainer")
+    config.addinivalue_line("markers", "policy(id): the catalog policy this test proves")
+    config.stash[_OWNER_KEY] = _ClusterOwner(config)
+
+
+class _ClusterOwner:
+    """Starts the cluster at most once per run and stops it at the end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.handle: ClusterHandle | None = None
+        self.provider: Any = None
+        self.startup_seconds: float | None = None
+        worker_input = getattr(config, "workerinput", None)
+        if worker_input and _WORKER_KEY in worker_input:
+            self.handle = ClusterHandle.from_json(json.loads(worker_input[_WORKER_KEY]))
+
+    @property
+    def is_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")
+
+    def run_dir(self) -> Path:
+        explicit = self.config.getoption("--trainjob-run-dir")
+        if explicit:
+            return Path(explicit).resolve()
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return Path(self.config.rootpath, ".runs", f"{stamp}-{uuid.uuid4().hex[:6]}")
+
+    def ensure(self) -> ClusterHandle:
+        if self.handle is not None:
+            return self.handle
+        if self.is_worker:
+            raise ConformanceError(
+                "this xdist worker got no cluster from the controller; "
+                "run the e2e directory (or a path inside it) so the controller starts one"
+            )
+        profile = load_profile(self.config.getoption("--trainjob-profile"))
+        request = ClusterRequest(
+            provider=self.config.getoption("--trainjob-cluster"),
+            profile=profile,
+            run_dir=self.run_dir(),
+            kubeconfig=self.config.getoption("--trainjob-kubeconfig"),
+        )
+        started = time.monotonic()
+        self.provider = make_provider(request)
+        self.handle = self.provider.up()
+        self.startup_seconds = time.monotonic() - started
+        return self.handle
+
+    def finish(self) -> None:
+        if self.provider is None:
+            return
+        if self.config.getoption("--trainjob-keep-cluster") and self.handle is not None:
+            _print_kept(self.handle, self.provider)
+            return
+        self.provider.down()
+        self.provider = None
+
+
+def _print_kept(handle: ClusterHandle, provider: Any) -> None:
+    run_dir = getattr(provider, "run_dir", None)
+    lines = [
+        "",
+        "trainjob-conformance: the cluster is still running.",
+        f"  export KUBECONFIG={handle.kubeconfig}",
+        "  kubectl get trainjobs,jobsets,pods -A",
+    ]
+    if run_dir is not None:
+        lines.append(f"  stop it with: trainjob-conformance down --run-dir {run_dir}")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def _run_includes_e2e(config: pytest.Config) -> bool:
+    for arg in config.args:
+        path = Path(arg.split("::")[0]).resolve()
+        if "e2e" in path.parts or (path.is_dir() and (path / "e2e").is_dir()):
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    owner: _ClusterOwner = config.stash[_OWNER_KEY]
+    distributed = getattr(config.option, "numprocesses", None) and not owner.is_worker
+    if distributed and _run_includes_e2e(config):
+        try:
+            owner.ensure()
+        except ConformanceError as error:
+            raise pytest.UsageError(str(error)) from None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    owner: _ClusterOwner = node.config.stash[_OWNER_KEY]
+    if owner.handle is not None:
+        node.workerinput[_WORKER_KEY] = json.dumps(owner.handle.to_json())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    owner = config.stash.get(_OWNER_KEY, None)
+    if owner is not None:
+        owner.finish()
+
+
+@pytest.fixture(scope="session")
+def trainjob_cluster(request: pytest.FixtureRequest) -> ClusterHandle:
+    """A ready cluster with JobSet, Kueue and Trainer, its webhooks answering."""
+    owner: _ClusterOwner = request.config.stash[_OWNER_KEY]
+    try:
+        return owner.ensure()
+    except ConformanceError as error:
+        pytest.exit(f"trainjob-conformance: {error}", returncode=3)
+
+
+@pytest.fixture
+def trainjob_namespace(
+    trainjob_cluster: ClusterHandle, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh namespace for one test, deleted after it."""
+    from trainjob_conformance.kube.namespaces import temporary_namespace
+
+    with temporary_namespace(trainjob_cluster.kube, request.node.name) as name:
+        yield name
+
+
+def _catalog(config: pytest.Config) -> dict[str, Policy]:
+    if _CATALOG_KEY not in config.stash:
+        path = config.getoption("--trainjob-catalog") or config.rootpath / "fixtures" / "policies.yaml"
+        config.stash[_CATALOG_KEY] = load_catalog(Path(path))
+    return config.stash[_CATALOG_KEY]
+
+
+def _policy_id(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("policy")
+    if marker is None:
+        return None
+    if len(marker.args) != 1 or not isinstance(marker.args[0], str):
+        raise pytest.UsageError(f"{item.nodeid}: use @pytest.mark.policy(\"ID\") with one ID")
+    return str(marker.args[0])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    policy_items = [item for item in items if item.get_closest_marker("policy")]
+    if not policy_items:
+        return
+    try:
+        catalog = _catalog(config)
+    except ConformanceError as error:
+        raise pytest.UsageError(str(error)) from None
+    for item in policy_items:
+        policy_id = _policy_id(item)
+        if policy_id not in catalog:
+            raise pytest.UsageError(f"{item.nodeid}: policy {policy_id!r} is not in the catalog")
+        item.add_marker(pytest.mark.e2e)
+        item.user_properties.append(("policy", policy_id))
+
+
+class PolicyContext:
+    """The policy a test proves, and what the catalog expects of this Trainer."""
+
+    def __init__(self, policy: Policy, trainer_version: str) -> None:
+        self.policy = policy
+        self.trainer_version = trainer_version
+
+    @property
+    def id(self) -> str:
+        return self.policy.id
+
+    def expected(self, key: str) -> Any:
+        return self.policy.expected(key, self.trainer_version)
+
+
+@pytest.fixture
+def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
+    """The catalog entry of the test's policy marker, for version-specific expectations."""
+    policy_id = _policy_id(request.node)
+    if policy_id is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses trainjob_policy without a policy marker")
+    cluster: ClusterHandle = request.getfixturevalue("trainjob_cluster")
+    return PolicyContext(_catalog(request.config)[policy_id], cluster.versions["trainer"])
+
+
+@pytest.fixture(autouse=True)
+def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> None:
+    policy_id = _policy_id(request.node)
+    if policy_id is None:
+        return
+    context: PolicyContext = request.getfixturevalue("trainjob_policy")
+    outcome = context.policy.outcome(context.trainer_version)
+    request.node.user_properties.append(("expected_outcome", outcome.value))
+    if outcome is Outcome.NOT_APPLICABLE:
+        pytest.skip(f"{policy_id} does not apply to Trainer {context.trainer_version}")
+    if outcome is Outcome.KNOWN_GAP:
+        reference = context.policy.gap_reference(context.trainer_version)
+        # strict: if the gap closes upstream, the run fails and says so.
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason=f"KNOWN UPSTREAM GAP {policy_id} on Trainer {context.trainer_version}: "
+                f"{reference}",
+            )
+        )
+
+
+@pytest.fixture(scope="session")
+def trainjob_templates(trainjob_cluster: ClusterHandle, pytestconfig: pytest.Config) -> TemplateSet:
+    """The Jinja templates, rendering pod overrides in the installed Trainer's field."""
+    shape = detect_shape(trainjob_spec_properties(trainjob_cluster.kube))
+    directory = pytestconfig.getoption("--trainjob-templates") or pytestconfig.rootpath / "templates"
+    return TemplateSet(Path(directory), shape)
+
+
+@pytest.fixture
+def trainjob_view(trainjob_cluster: ClusterHandle, trainjob_namespace: str) -> TrainJobView:
+    """The test's namespace, with waits that print objects, events and logs on timeout."""
+    return TrainJobView(trainjob_cluster, trainjob_namespace)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    policy_id = _policy_id(item)
+    if policy_id is None:
+        return
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        report.user_properties.append(("policy_result", _policy_result(report)))
+
+
+def _policy_result(report: pytest.TestReport) -> str:
+    if hasattr(report, "wasxfail"):
+        return "known-gap" if report.skipped else "GAP-CLOSED"
+    if report.skipped:
+        return "not-applicable"
+    return "pass" if report.passed else "FAIL"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    props = dict(report.user_properties)
+    if "policy_result" not in props:
+        return
+    results = _RESULTS.setdefault("rows", [])
+    results.append(
+        {
+            "policy": props.get("policy"),
+            "result": props["policy_result"],
+            "seconds": round(report.duration, 1),
+            "test": report.nodeid,
+        }
+    )
+
+
+_RESULTS: dict[str, list[dict[str, Any]]] = {}
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    rows = _RESULTS.get("rows") or []
+    if not rows:
+        return
+    owner: _ClusterOwner = config.stash[_OWNER_KEY]
+    terminalreporter.section("TrainJob conformance")
+    if owner.handle is not None:
+        versions = ", ".join(f"{k} {v}" for k, v in owner.handle.versions.items())
+        terminalreporter.write_line(f"cluster: {owner.handle.provider}; {versions}")
+    if owner.startup_seconds is not None:
+        terminalreporter.write_line(f"cluster start: {owner.startup_seconds:.1f}s")
+    for row in sorted(rows, key=lambda r: (r["policy"], r["test"])):
+        terminalreporter.write_line(
+            f"{row['policy']:12} {row['result']:15} {row['seconds']:7.1f}s  {row['test']}"
+        )

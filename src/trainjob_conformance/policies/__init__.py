@@ -1,0 +1,1 @@
+"""The policy catalog and the observations policies are proven with."""

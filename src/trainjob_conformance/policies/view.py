@@ -1,0 +1,116 @@
+"""What a policy test sees of its namespace, and how it waits on it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes.client.exceptions import ApiException
+
+from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.kube.diagnostics import namespace_report
+from trainjob_conformance.kube.waits import wait_for
+
+T = TypeVar("T")
+
+TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
+JOB = ("batch/v1", "Job")
+POD = ("v1", "Pod")
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+DEFAULT_TIMEOUT = 60.0
+
+
+class _NotYet(Exception):
+    """The object a probe looks for is not there yet."""
+
+
+class TrainJobView:
+    """A test's namespace on one cluster, with waits that explain their failures."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
+        self.cluster = cluster
+        self.kube = cluster.kube
+        self.namespace = namespace
+
+    def diagnostics(self) -> str:
+        logs = {
+            name: self.cluster.controller_log_tail(name, 25)
+            for name in ("trainer", "jobset", "kueue")
+        }
+        return namespace_report(self.kube, self.namespace, logs)
+
+    def wait(
+        self, description: str, probe: Callable[[], T | None], timeout: float = DEFAULT_TIMEOUT
+    ) -> T:
+        return wait_for(
+            description,
+            probe,
+            timeout=timeout,
+            diagnostics=self.diagnostics,
+            retry_on=(_NotYet, _NotFound),
+        )
+
+    def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        return self.kube.create(manifest)
+
+    def get(self, kind: tuple[str, str], name: str) -> dict[str, Any]:
+        try:
+            return self.kube.get(*kind, name=name, namespace=self.namespace)
+        except ApiException as error:
+            if error.status == 404:
+                raise _NotFound(f"{kind[1]} {self.namespace}/{name} not found") from None
+            raise
+
+    def find(self, kind: tuple[str, str], name: str) -> dict[str, Any] | None:
+        try:
+            return self.get(kind, name)
+        except _NotFound:
+            return None
+
+    def trainjob(self, name: str) -> dict[str, Any]:
+        return self.get(TRAINJOB, name)
+
+    def jobset(self, name: str) -> dict[str, Any]:
+        return self.get(JOBSET, name)
+
+    def jobs(self, trainjob: str) -> list[dict[str, Any]]:
+        return self.kube.list(*JOB, namespace=self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={trainjob}")
+
+    def pods(self, trainjob: str) -> list[dict[str, Any]]:
+        return self.kube.list(*POD, namespace=self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={trainjob}")
+
+    def wait_for_pods(self, trainjob: str, count: int, timeout: float = DEFAULT_TIMEOUT) -> list[dict[str, Any]]:
+        def probe() -> list[dict[str, Any]] | None:
+            pods = self.pods(trainjob)
+            return pods if len(pods) == count else None
+
+        return self.wait(f"{count} Pods of TrainJob {trainjob}", probe, timeout)
+
+    def wait_for_condition(
+        self, kind: tuple[str, str], name: str, condition: str, status: str = "True",
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            obj = self.get(kind, name)
+            return obj if condition_status(obj, condition) == status else None
+
+        return self.wait(f"{kind[1]} {name} condition {condition}={status}", probe, timeout)
+
+
+class _NotFound(Exception):
+    """404 from the API server: for a wait, the object is simply not there yet."""
+
+
+def condition_status(obj: dict[str, Any], condition: str) -> str | None:
+    for entry in (obj.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == condition:
+            return str(entry.get("status"))
+    return None
+
+
+def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
+    for entry in (obj.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == condition_type:
+            return dict(entry)
+    return None

@@ -1,0 +1,1 @@
+"""Jinja manifests, validated parameters, and version-specific override shapes."""

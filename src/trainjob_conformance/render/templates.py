@@ -1,0 +1,138 @@
+"""Render Jinja manifests from validated parameters.
+
+Each template `NAME.yaml.j2` has a sidecar `NAME.params.yaml` that lists its
+parameters with a type, and a default where one is optional. Parameters are
+checked before Jinja runs (unknown name, wrong type, missing value), and Jinja
+runs with StrictUndefined, so nothing half-rendered reaches a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.render.overrides import OverrideShape, PodOverride, to_trainjob_fields
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "boolean": (bool,),
+    "mapping": (dict,),
+    "list": (list, tuple),
+    "pod_overrides": (list, tuple),
+}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str
+    required: bool
+    default: Any
+
+
+def _type_ok(value: Any, type_name: str) -> bool:
+    if type_name == "integer" and isinstance(value, bool):
+        return False  # bool is an int in Python, never in a manifest
+    return isinstance(value, _TYPES[type_name])
+
+
+class TemplateSet:
+    """The templates of one directory, rendered for one override shape."""
+
+    def __init__(self, directory: Path, shape: OverrideShape | None = None) -> None:
+        if not directory.is_dir():
+            raise ConformanceError(f"template directory {directory} does not exist")
+        self.directory = directory
+        self.shape = shape
+        self._env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(directory)),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            autoescape=False,  # YAML, not HTML
+        )
+        # JSON is valid YAML and quotes everything that needs it.
+        self._env.filters["json"] = json.dumps
+
+    def names(self) -> list[str]:
+        return sorted(p.name.removesuffix(".yaml.j2") for p in self.directory.glob("*.yaml.j2"))
+
+    def parameters(self, name: str) -> dict[str, Parameter]:
+        sidecar = self.directory / f"{name}.params.yaml"
+        if not sidecar.is_file():
+            raise ConformanceError(f"template {name!r} has no parameter file {sidecar.name}")
+        raw = yaml.safe_load(sidecar.read_text()) or {}
+        params = {}
+        for key, spec in raw.items():
+            type_name = spec["type"]
+            if type_name not in _TYPES:
+                raise ConformanceError(f"{sidecar}: parameter {key} has unknown type {type_name!r}")
+            params[key] = Parameter(key, type_name, "default" not in spec, spec.get("default"))
+        return params
+
+    def _validated(self, name: str, values: dict[str, Any]) -> dict[str, Any]:
+        params = self.parameters(name)
+        unknown = sorted(set(values) - set(params))
+        if unknown:
+            raise ConformanceError(
+                f"template {name!r}: unknown parameter(s) {', '.join(unknown)}; "
+                f"it takes {', '.join(sorted(params))}"
+            )
+        context: dict[str, Any] = {}
+        for key, param in params.items():
+            if key not in values:
+                if param.required:
+                    raise ConformanceError(f"template {name!r}: parameter {key} is required")
+                context[key] = param.default
+                continue
+            value = values[key]
+            if not _type_ok(value, param.type):
+                raise ConformanceError(
+                    f"template {name!r}: parameter {key} must be {param.type}, "
+                    f"got {type(value).__name__} {value!r}"
+                )
+            context[key] = value
+        for key, param in params.items():
+            if param.type == "pod_overrides":
+                context[key] = self._override_fields(name, context[key] or [])
+        return context
+
+    def _override_fields(self, name: str, raw: list[Any]) -> dict[str, Any]:
+        overrides = [o if isinstance(o, PodOverride) else PodOverride.from_params(o) for o in raw]
+        if overrides and self.shape is None:
+            raise ConformanceError(
+                f"template {name!r} sets pod overrides but no override shape is known: "
+                "detect it from the cluster's TrainJob CRD first"
+            )
+        return to_trainjob_fields(overrides, self.shape) if self.shape else {}
+
+    def render_text(self, name: str, values: dict[str, Any]) -> str:
+        context = self._validated(name, values)
+        try:
+            return self._env.get_template(f"{name}.yaml.j2").render(**context)
+        except jinja2.TemplateNotFound as error:
+            raise ConformanceError(
+                f"no template {name!r} in {self.directory}; there are: {', '.join(self.names())}"
+            ) from error
+        except jinja2.UndefinedError as error:
+            raise ConformanceError(f"template {name!r}: {error.message}") from error
+
+    def render(self, name: str, **values: Any) -> list[dict[str, Any]]:
+        """Rendered objects, parsed, ready to create."""
+        text = self.render_text(name, values)
+        try:
+            return [doc for doc in yaml.safe_load_all(text) if doc]
+        except yaml.YAMLError as error:
+            raise ConformanceError(f"template {name!r} rendered invalid YAML: {error}") from error
+
+    def render_one(self, name: str, **values: Any) -> dict[str, Any]:
+        docs = self.render(name, **values)
+        if len(docs) != 1:
+            raise ConformanceError(f"template {name!r} rendered {len(docs)} objects, expected 1")
+        return docs[0]

@@ -1,0 +1,1 @@
+"""Pinned upstream versions and the Go builds that turn them into binaries."""

@@ -1,0 +1,110 @@
+"""How each upstream component is built: its module, main packages and link flags.
+
+This is the recipe the project carries instead of binaries. Versions come from
+a profile; everything else about a build lives here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+def _same_version(version: str) -> str:
+    return version
+
+
+def _kubernetes_staging_version(version: str) -> str:
+    # k8s.io/kubernetes v1.X.Y publishes its staging modules as v0.X.Y.
+    return "v0" + version[2:]
+
+
+def _kubernetes_ldflags(version: str, commit: str, build_date: str) -> list[str]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    values = {
+        "gitVersion": version,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitCommit": commit,
+        "gitTreeState": "clean",
+        "buildDate": build_date,
+    }
+    flags = []
+    # client-go carries its own copy so that kubectl's client version is right too.
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {package}.{key}={value}" for key, value in values.items()]
+    return flags
+
+
+def _no_ldflags(version: str, commit: str, build_date: str) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Component:
+    """One upstream Go module and the binaries the harness builds from it."""
+
+    key: str
+    module: str
+    binaries: dict[str, str]  # binary name -> main package path
+    # Maps the component version to the version of modules it replaces with
+    # relative paths (staging or sibling modules), which a wrapper module
+    # must pin to published versions instead.
+    replace_version: Callable[[str], str] = _same_version
+    ldflags: Callable[[str, str, str], list[str]] = _no_ldflags
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+COMPONENTS: dict[str, Component] = {
+    component.key: component
+    for component in (
+        Component(
+            key="kubernetes",
+            module="k8s.io/kubernetes",
+            binaries={
+                "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+                "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+                "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+            },
+            replace_version=_kubernetes_staging_version,
+            ldflags=_kubernetes_ldflags,
+            tags=("selinux", "notest"),
+        ),
+        Component(
+            key="etcd",
+            module="go.etcd.io/etcd/server/v3",
+            binaries={"etcd": "go.etcd.io/etcd/server/v3"},
+        ),
+        Component(
+            key="kwok",
+            module="sigs.k8s.io/kwok",
+            binaries={
+                "kwok": "sigs.k8s.io/kwok/cmd/kwok",
+                "kwokctl": "sigs.k8s.io/kwok/cmd/kwokctl",
+            },
+        ),
+        Component(
+            key="jobset",
+            module="sigs.k8s.io/jobset",
+            binaries={"jobset-controller-manager": "sigs.k8s.io/jobset"},
+        ),
+        Component(
+            key="kueue",
+            module="sigs.k8s.io/kueue",
+            binaries={"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+        ),
+        Component(
+            key="trainer",
+            module="github.com/kubeflow/trainer/v2",
+            binaries={
+                "trainer-controller-manager": (
+                    "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"
+                )
+            },
+        ),
+    )
+}
+
+# Build order: the cluster first, so a debugging user gets it soonest.
+BUILD_ORDER = ("etcd", "kubernetes", "kwok", "jobset", "kueue", "trainer")

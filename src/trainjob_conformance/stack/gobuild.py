@@ -1,0 +1,188 @@
+"""Build upstream main packages through the Go module proxy, cached by version.
+
+A module whose go.mod replaces siblings by relative paths (Kubernetes staging,
+etcd) cannot be built with `go install pkg@version`; the harness writes a small
+wrapper module that requires it and pins each of those siblings to its
+published version, then runs an ordinary `go build` inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.paths import cache_root
+from trainjob_conformance.progress import step
+from trainjob_conformance.stack.components import BUILD_ORDER, COMPONENTS, Component
+from trainjob_conformance.stack.profiles import Profile
+
+_RELATIVE_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+(\.\.?/\S*)\s*$")
+_GO_DIRECTIVE = re.compile(r"^go\s+(\S+)\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    module: str
+    version: str
+    source_dir: Path
+    gomod_path: Path
+    commit: str
+    time: str
+
+
+def go_binary() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise ConformanceError(
+            "no Go toolchain on PATH: install Go >= 1.26 (https://go.dev/doc/install) "
+            "so the harness can build the cluster from upstream releases"
+        )
+    return go
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("CGO_ENABLED", "0")
+    # A wrapper module must be free to record the requirements it discovers.
+    env["GOFLAGS"] = "-mod=mod"
+    return env
+
+
+def download_module(module: str, version: str) -> ModuleInfo:
+    """Fetch a module into the Go module cache and say where its source is."""
+    result = subprocess.run(
+        [go_binary(), "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        env=_go_env(),
+        cwd=cache_root() if cache_root().is_dir() else None,
+        check=False,
+    )
+    try:
+        data = json.loads(result.stdout) if result.stdout.strip() else {}
+    except json.JSONDecodeError:
+        data = {}
+    if result.returncode != 0 or "Error" in data or not data.get("Dir"):
+        detail = data.get("Error") or result.stderr.strip() or "no output"
+        raise ConformanceError(
+            f"could not download {module}@{version} through the Go module proxy "
+            f"(GOPROXY={os.environ.get('GOPROXY', 'default')}): {detail}. "
+            "Check the network or GOPROXY and try again."
+        )
+    info = json.loads(Path(data["Info"]).read_text())
+    origin = info.get("Origin") or {}
+    return ModuleInfo(
+        module=module,
+        version=version,
+        source_dir=Path(data["Dir"]),
+        gomod_path=Path(data["GoMod"]),
+        commit=str(origin.get("Hash", "")),
+        time=str(info.get("Time", "")),
+    )
+
+
+def wrapper_gomod(component: Component, version: str, upstream_gomod: str) -> str:
+    """A go.mod that requires the component and pins its relative replaces."""
+    go_match = _GO_DIRECTIVE.search(upstream_gomod)
+    go_version = go_match.group(1) if go_match else "1.26"
+    pinned = component.replace_version(version)
+    replaces = []
+    for line in upstream_gomod.splitlines():
+        match = _RELATIVE_REPLACE.match(line)
+        # FORBIDDEN_DEPENDENCY is etcd's guard against modules it never requires.
+        if match and "FORBIDDEN" not in match.group(2):
+            replaces.append(f"\t{match.group(1)} => {match.group(1)} {pinned}")
+    lines = [
+        f"module trainjob-conformance.local/build/{component.key}",
+        "",
+        f"go {go_version}",
+        "",
+        f"require {component.module} {version}",
+    ]
+    if replaces:
+        lines += ["", "replace (", *replaces, ")"]
+    return "\n".join(lines) + "\n"
+
+
+def bin_dir(component_key: str, version: str) -> Path:
+    return cache_root() / "bin" / component_key / version
+
+
+def binary_path(component_key: str, version: str, binary: str) -> Path:
+    return bin_dir(component_key, version) / binary
+
+
+def is_built(component_key: str, version: str) -> bool:
+    component = COMPONENTS[component_key]
+    return all(binary_path(component_key, version, b).is_file() for b in component.binaries)
+
+
+def _run_logged(args: list[str], cwd: Path, log: Path, what: str) -> None:
+    with log.open("a") as sink:
+        sink.write(f"\n$ {' '.join(args)}\n")
+        sink.flush()
+        result = subprocess.run(
+            args, cwd=cwd, env=_go_env(), stdout=sink, stderr=subprocess.STDOUT, check=False
+        )
+    if result.returncode != 0:
+        raise ConformanceError(f"{what} failed (exit {result.returncode}); see the build log {log}")
+
+
+def build_component(component_key: str, version: str) -> dict[str, Path]:
+    """Build every binary of one component at one version, unless cached."""
+    component = COMPONENTS[component_key]
+    outputs = {b: binary_path(component_key, version, b) for b in component.binaries}
+    if all(path.is_file() for path in outputs.values()):
+        return outputs
+
+    go = go_binary()
+    info = download_module(component.module, version)
+    workdir = cache_root() / "work" / f"{component_key}@{version}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "go.mod").write_text(wrapper_gomod(component, version, info.gomod_path.read_text()))
+    logs = cache_root() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    build_date = info.time or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ldflags = " ".join(["-s", "-w", *component.ldflags(version, info.commit, build_date)])
+    outputs[next(iter(outputs))].parent.mkdir(parents=True, exist_ok=True)
+
+    for binary, package in component.binaries.items():
+        target = outputs[binary]
+        if target.is_file():
+            continue
+        log = logs / f"{binary}-{version}.log"
+        log.write_text(f"building {package} from {component.module}@{version}\n")
+        with step(f"building {binary} {version}"):
+            _run_logged([go, "get", f"{package}@{version}"], workdir, log, f"go get {package}")
+            partial = target.with_name(f".{binary}.partial-{os.getpid()}")
+            args = [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial)]
+            if component.tags:
+                args += ["-tags", ",".join(component.tags)]
+            try:
+                _run_logged([*args, package], workdir, log, f"building {binary} {version}")
+                # The rename is atomic, so an interrupted build never leaves a
+                # file under the final name.
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+    return outputs
+
+
+def build_profile(profile: Profile) -> dict[str, Path]:
+    """Build (or reuse) every binary a profile needs; returns name -> path."""
+    binaries: dict[str, Path] = {}
+    for key in BUILD_ORDER:
+        binaries.update(build_component(key, profile.version(key)))
+    return binaries
+
+
+def module_source(component_key: str, version: str) -> Path:
+    """The upstream source tree in the module cache, for manifests and CRDs."""
+    return download_module(COMPONENTS[component_key].module, version).source_dir
