@@ -49,7 +49,11 @@ def test_trainjob_naming_missing_runtime_is_rejected_by_trainer_webhook(
     with pytest.raises(ApiException) as rejected:
         trainjob_view.create(manifest)
 
-    body = rejected.value.body.decode() if isinstance(rejected.value.body, bytes) else rejected.value.body
+    body = (
+        rejected.value.body.decode()
+        if isinstance(rejected.value.body, bytes)
+        else rejected.value.body
+    )
     assert rejected.value.status == 403, body
     assert 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request' in body
     assert "must be created before the TrainJob is created" in body

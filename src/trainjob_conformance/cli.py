@@ -22,7 +22,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     binaries = build_profile(load_profile(args.profile))
     for name, path in sorted(binaries.items()):
         print(f"{name:28} {path}")
-    print(f"profile {args.profile}: {len(binaries)} binaries ready in {time.monotonic() - started:.1f}s")
+    print(
+        f"profile {args.profile}: {len(binaries)} binaries ready in {time.monotonic() - started:.1f}s"
+    )
     return 0
 
 
@@ -88,10 +90,15 @@ def _cmd_render(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     load_profile(args.profile)  # an unknown profile fails here, in one line
     command = [
-        sys.executable, "-m", "pytest", "e2e",
+        sys.executable,
+        "-m",
+        "pytest",
+        "e2e",
         f"--trainjob-profile={args.profile}",
-        "-n", str(args.workers),
-        "-p", "no:cacheprovider",
+        "-n",
+        str(args.workers),
+        "-p",
+        "no:cacheprovider",
         *args.pytest_args,
     ]
     return subprocess.call(command)
@@ -106,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def with_profile(p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--profile", default=DEFAULT_PROFILE,
+            "--profile",
+            default=DEFAULT_PROFILE,
             help=f"pinned version set: {', '.join(profile_names())} (default: %(default)s)",
         )
 
@@ -127,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("template", help="template name, e.g. trainjob")
     render.add_argument("--values", help='parameters as JSON, e.g. \'{"name": "a"}\'')
     render.add_argument(
-        "--shape", default="runtimePatches",
+        "--shape",
+        default="runtimePatches",
         choices=["podSpecOverrides", "podTemplateOverrides", "runtimePatches"],
         help="override field of the target Trainer release (default: %(default)s)",
     )
@@ -150,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trainjob-conformance: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("trainjob-conformance: interrupted; everything it started is stopped", file=sys.stderr)
+        print(
+            "trainjob-conformance: interrupted; everything it started is stopped", file=sys.stderr
+        )
         return 130
 
 

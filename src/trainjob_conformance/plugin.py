@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.introspect import trainjob_spec_properties
 from trainjob_conformance.cluster.provider import PROVIDERS, ClusterRequest, make_provider
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.policies.catalog import Outcome, Policy, load_catalog
-from trainjob_conformance.cluster.introspect import trainjob_spec_properties
 from trainjob_conformance.policies.view import TrainJobView
 from trainjob_conformance.render.overrides import detect_shape
 from trainjob_conformance.render.templates import TemplateSet
@@ -207,7 +207,9 @@ def trainjob_namespace(
 
 def _catalog(config: pytest.Config) -> dict[str, Policy]:
     if _CATALOG_KEY not in config.stash:
-        path = config.getoption("--trainjob-catalog") or config.rootpath / "fixtures" / "policies.yaml"
+        path = (
+            config.getoption("--trainjob-catalog") or config.rootpath / "fixtures" / "policies.yaml"
+        )
         config.stash[_CATALOG_KEY] = load_catalog(Path(path))
     return config.stash[_CATALOG_KEY]
 
@@ -217,7 +219,7 @@ def _policy_id(item: pytest.Item) -> str | None:
     if marker is None:
         return None
     if len(marker.args) != 1 or not isinstance(marker.args[0], str):
-        raise pytest.UsageError(f"{item.nodeid}: use @pytest.mark.policy(\"ID\") with one ID")
+        raise pytest.UsageError(f'{item.nodeid}: use @pytest.mark.policy("ID") with one ID')
     return str(marker.args[0])
 
 
@@ -257,7 +259,9 @@ def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
     """The catalog entry of the test's policy marker, for version-specific expectations."""
     policy_id = _policy_id(request.node)
     if policy_id is None:
-        raise pytest.UsageError(f"{request.node.nodeid} uses trainjob_policy without a policy marker")
+        raise pytest.UsageError(
+            f"{request.node.nodeid} uses trainjob_policy without a policy marker"
+        )
     cluster: ClusterHandle = request.getfixturevalue("trainjob_cluster")
     return PolicyContext(_catalog(request.config)[policy_id], cluster.versions["trainer"])
 
@@ -288,7 +292,9 @@ def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> None:
 def trainjob_templates(trainjob_cluster: ClusterHandle, pytestconfig: pytest.Config) -> TemplateSet:
     """The Jinja templates, rendering pod overrides in the installed Trainer's field."""
     shape = detect_shape(trainjob_spec_properties(trainjob_cluster.kube))
-    directory = pytestconfig.getoption("--trainjob-templates") or pytestconfig.rootpath / "templates"
+    directory = (
+        pytestconfig.getoption("--trainjob-templates") or pytestconfig.rootpath / "templates"
+    )
     return TemplateSet(Path(directory), shape)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -31,10 +32,9 @@ def _on_terminate(signum: int, frame: object) -> None:
 
 atexit.register(_run_cleanups)
 if os.environ.get("PYTEST_XDIST_WORKER") is None:
-    try:
+    # Not the main thread (embedded use): the caller owns signals.
+    with contextlib.suppress(ValueError):
         signal.signal(signal.SIGTERM, _on_terminate)
-    except ValueError:  # not the main thread: the caller owns signals
-        pass
 
 
 def register_cleanup(cleanup: Callable[[], None]) -> Callable[[], None]:

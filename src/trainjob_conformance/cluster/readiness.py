@@ -108,7 +108,7 @@ def wait_for_admission(
     for probe in probes:
         last = {"answer": ""}
 
-        def check(probe: AdmissionProbe = probe) -> bool:
+        def check(probe: AdmissionProbe = probe, last: dict[str, str] = last) -> bool:
             ok, answer = _answered(kube, probe)
             last["answer"] = answer
             return ok

@@ -75,12 +75,18 @@ class TrainJobView:
         return self.get(JOBSET, name)
 
     def jobs(self, trainjob: str) -> list[dict[str, Any]]:
-        return self.kube.list(*JOB, namespace=self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={trainjob}")
+        return self.kube.list(
+            *JOB, namespace=self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={trainjob}"
+        )
 
     def pods(self, trainjob: str) -> list[dict[str, Any]]:
-        return self.kube.list(*POD, namespace=self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={trainjob}")
+        return self.kube.list(
+            *POD, namespace=self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={trainjob}"
+        )
 
-    def wait_for_pods(self, trainjob: str, count: int, timeout: float = DEFAULT_TIMEOUT) -> list[dict[str, Any]]:
+    def wait_for_pods(
+        self, trainjob: str, count: int, timeout: float = DEFAULT_TIMEOUT
+    ) -> list[dict[str, Any]]:
         def probe() -> list[dict[str, Any]] | None:
             pods = self.pods(trainjob)
             return pods if len(pods) == count else None
@@ -88,7 +94,11 @@ class TrainJobView:
         return self.wait(f"{count} Pods of TrainJob {trainjob}", probe, timeout)
 
     def wait_for_condition(
-        self, kind: tuple[str, str], name: str, condition: str, status: str = "True",
+        self,
+        kind: tuple[str, str],
+        name: str,
+        condition: str,
+        status: str = "True",
         timeout: float = DEFAULT_TIMEOUT,
     ) -> dict[str, Any]:
         def probe() -> dict[str, Any] | None:

@@ -100,17 +100,20 @@ class TemplateSet:
             context[key] = value
         for key, param in params.items():
             if param.type == "pod_overrides":
-                context[key] = self._override_fields(name, context[key] or [])
+                context[key] = self.override_fields(context[key] or [], name)
         return context
 
-    def _override_fields(self, name: str, raw: list[Any]) -> dict[str, Any]:
-        overrides = [o if isinstance(o, PodOverride) else PodOverride.from_params(o) for o in raw]
-        if overrides and self.shape is None:
+    def override_fields(self, overrides: list[Any], template: str = "trainjob") -> dict[str, Any]:
+        """The TrainJob.spec fields that carry `overrides` on the installed Trainer."""
+        parsed = [
+            o if isinstance(o, PodOverride) else PodOverride.from_params(o) for o in overrides
+        ]
+        if parsed and self.shape is None:
             raise ConformanceError(
-                f"template {name!r} sets pod overrides but no override shape is known: "
+                f"template {template!r} sets pod overrides but no override shape is known: "
                 "detect it from the cluster's TrainJob CRD first"
             )
-        return to_trainjob_fields(overrides, self.shape) if self.shape else {}
+        return to_trainjob_fields(parsed, self.shape) if self.shape else {}
 
     def render_text(self, name: str, values: dict[str, Any]) -> str:
         context = self._validated(name, values)
@@ -123,15 +126,17 @@ class TemplateSet:
         except jinja2.UndefinedError as error:
             raise ConformanceError(f"template {name!r}: {error.message}") from error
 
-    def render(self, name: str, **values: Any) -> list[dict[str, Any]]:
+    def render(self, template: str, /, **values: Any) -> list[dict[str, Any]]:
         """Rendered objects, parsed, ready to create."""
+        name = template
         text = self.render_text(name, values)
         try:
             return [doc for doc in yaml.safe_load_all(text) if doc]
         except yaml.YAMLError as error:
             raise ConformanceError(f"template {name!r} rendered invalid YAML: {error}") from error
 
-    def render_one(self, name: str, **values: Any) -> dict[str, Any]:
+    def render_one(self, template: str, /, **values: Any) -> dict[str, Any]:
+        name = template
         docs = self.render(name, **values)
         if len(docs) != 1:
             raise ConformanceError(f"template {name!r} rendered {len(docs)} objects, expected 1")

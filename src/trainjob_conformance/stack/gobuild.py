@@ -147,6 +147,13 @@ def build_component(component_key: str, version: str) -> dict[str, Path]:
     workdir = cache_root() / "work" / f"{component_key}@{version}"
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "go.mod").write_text(wrapper_gomod(component, version, info.gomod_path.read_text()))
+    # Start from upstream's go.sum: it records the hashes upstream verified,
+    # including for modules the checksum database does not serve (Kueue's
+    # scheduler-library pre-release), so the build checks against those.
+    upstream_sum = info.source_dir / "go.sum"
+    wrapper_sum = workdir / "go.sum"
+    if upstream_sum.is_file() and not wrapper_sum.exists():
+        wrapper_sum.write_text(upstream_sum.read_text())
     logs = cache_root() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     build_date = info.time or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,99 @@
+"""Policy: no scheduling gate can be added once the Pods exist; removing one is allowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainjob_conformance.policies.steps import (
+    gate_names,
+    is_scheduling_gated,
+    patch_pod,
+    patch_trainjob,
+    rejection_of,
+    wait_running,
+)
+
+GATES = ["example.com/gate-a", "example.com/gate-b"]
+ADDED_GATE = "example.com/added-late"
+
+
+def create_gated(view, templates, runtime, name="gated"):
+    view.create(
+        templates.render_one(
+            "trainjob",
+            name=name,
+            namespace=view.namespace,
+            runtime=runtime,
+            num_nodes=2,
+            pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
+        )
+    )
+    return view.wait(
+        "2 Pods reported SchedulingGated",
+        lambda: (
+            pods
+            if len(pods := view.pods(name)) == 2 and all(is_scheduling_gated(p) for p in pods)
+            else None
+        ),
+    )
+
+
+@pytest.mark.policy("TJ-GATE-003")
+def test_api_server_rejects_adding_a_gate_to_an_existing_pod(
+    trainjob_view, trainjob_templates, training_runtime
+):
+    pods = create_gated(trainjob_view, trainjob_templates, training_runtime())
+    pod = pods[0]["metadata"]["name"]
+    more_gates = [{"name": gate} for gate in [*GATES, ADDED_GATE]]
+
+    refused = rejection_of(
+        lambda: patch_pod(trainjob_view, pod, {"spec": {"schedulingGates": more_gates}})
+    )
+
+    assert refused.status == 422, refused
+    assert "schedulingGates" in refused.message, refused
+    current = trainjob_view.kube.core.read_namespaced_pod(pod, trainjob_view.namespace)
+    assert sorted(g.name for g in current.spec.scheduling_gates) == GATES
+
+
+@pytest.mark.policy("TJ-GATE-004")
+def test_trainer_webhook_rejects_adding_a_gate_to_a_running_trainjob(
+    trainjob_view, trainjob_templates, training_runtime, trainjob_policy
+):
+    view = trainjob_view
+    runtime = training_runtime(hold=True)
+    view.create(
+        trainjob_templates.render_one(
+            "trainjob", name="running", namespace=view.namespace, runtime=runtime, num_nodes=2
+        )
+    )
+    wait_running(view, "running", 2)
+    with_gate = trainjob_templates.override_fields(
+        [{"target_job": "node", "scheduling_gates": [ADDED_GATE]}]
+    )
+
+    refused = rejection_of(lambda: patch_trainjob(view, "running", with_gate))
+
+    assert refused.status == 403, refused
+    assert 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied' in refused.message
+    assert trainjob_policy.expected("forbidden_message") in refused.message, refused
+    for pod in view.pods("running"):
+        assert gate_names(pod["spec"]) == [], pod["metadata"]["name"]
+
+
+@pytest.mark.policy("TJ-GATE-005")
+def test_removing_the_gates_lets_the_pods_schedule_and_run(
+    trainjob_view, trainjob_templates, training_runtime
+):
+    view = trainjob_view
+    runtime = training_runtime(hold=True)
+    pods = create_gated(view, trainjob_templates, runtime)
+
+    for pod in pods:
+        patch_pod(view, pod["metadata"]["name"], {"spec": {"schedulingGates": None}})
+
+    nodes = {n.metadata.name for n in view.kube.core.list_node(label_selector="type=kwok").items}
+    running = wait_running(view, "gated", 2)
+    for pod in running:
+        assert gate_names(pod["spec"]) == [], pod["metadata"]["name"]
+        assert pod["spec"]["nodeName"] in nodes, pod["metadata"]["name"]

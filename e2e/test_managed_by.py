@@ -1,0 +1,67 @@
+"""Policy: a TrainJob managed by another controller is left alone by the Trainer."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainjob_conformance.policies.steps import patch_trainjob, rejection_of
+from trainjob_conformance.policies.view import JOBSET, TRAINJOB
+
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+
+
+def render(templates, view, name, **values):
+    return templates.render_one("trainjob", name=name, namespace=view.namespace, **values)
+
+
+@pytest.mark.policy("TJ-MB-001")
+def test_trainer_builds_no_jobset_for_a_trainjob_managed_by_multikueue(
+    trainjob_view, trainjob_templates
+):
+    view = trainjob_view
+    # The external one first: by the time the control TrainJob has its JobSet,
+    # the Trainer has had every chance to act on the external one.
+    view.create(render(trainjob_templates, view, "external", managed_by=MULTIKUEUE, suspend=True))
+    view.create(render(trainjob_templates, view, "control", suspend=True))
+
+    view.wait("JobSet of the control TrainJob", lambda: view.find(JOBSET, "control"))
+    view.wait_for_condition(TRAINJOB, "control", "Suspended")
+
+    assert view.find(JOBSET, "external") is None, (
+        "the Trainer built a JobSet for a TrainJob it does not manage"
+    )
+    conditions = (view.get(TRAINJOB, "external").get("status") or {}).get("conditions") or []
+    assert conditions == [], (
+        f"the Trainer wrote status on a TrainJob it does not manage: {conditions}"
+    )
+
+
+@pytest.mark.policy("TJ-MB-002")
+def test_managed_by_defaults_to_the_trainer_controller(trainjob_view, trainjob_templates):
+    created = trainjob_view.create(render(trainjob_templates, trainjob_view, "plain", suspend=True))
+    assert created["spec"]["managedBy"] == TRAINER_CONTROLLER
+
+
+@pytest.mark.policy("TJ-MB-003")
+def test_managed_by_is_immutable(trainjob_view, trainjob_templates):
+    view = trainjob_view
+    view.create(render(trainjob_templates, view, "fixed", suspend=True))
+
+    refused = rejection_of(lambda: patch_trainjob(view, "fixed", {"managedBy": MULTIKUEUE}))
+
+    assert refused.status == 422, refused
+    assert "spec.managedBy" in refused.message and "immutable" in refused.message, refused
+    assert view.get(TRAINJOB, "fixed")["spec"]["managedBy"] == TRAINER_CONTROLLER
+
+
+@pytest.mark.policy("TJ-MB-004")
+def test_unknown_managed_by_value_is_rejected(trainjob_view, trainjob_templates):
+    view = trainjob_view
+    manifest = render(trainjob_templates, view, "stranger", managed_by="example.com/other")
+
+    refused = rejection_of(lambda: view.create(manifest))
+
+    assert refused.status == 422, refused
+    assert f"{TRAINER_CONTROLLER} or {MULTIKUEUE}" in refused.message, refused
+    assert view.find(TRAINJOB, "stranger") is None

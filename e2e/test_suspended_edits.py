@@ -1,0 +1,175 @@
+"""Policy: pod overrides change only while the TrainJob is suspended and no Job is active."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainjob_conformance.policies.steps import (
+    active_by_replicated_job,
+    admission_answer,
+    gate_names,
+    jobset_pod_spec,
+    patch_trainjob,
+    rejection_of,
+    wait_running,
+)
+from trainjob_conformance.policies.view import JOBSET, TRAINJOB
+
+BLOCK = "cloud.provider.com/topology-block"
+GATE_BEFORE = "example.com/before"
+GATE_AFTER = "example.com/after"
+BEFORE = {
+    "target_job": "node",
+    "node_selector": {BLOCK: "block-a"},
+    "scheduling_gates": [GATE_BEFORE],
+}
+AFTER = {
+    "target_job": "node",
+    "node_selector": {BLOCK: "block-b"},
+    "scheduling_gates": [GATE_AFTER],
+}
+# AFTER without gates, so that Pods can run once resumed.
+AFTER_UNGATED = {"target_job": "node", "node_selector": {BLOCK: "block-b"}}
+
+
+def create(view, templates, runtime, name, suspend, overrides=()):
+    view.create(
+        templates.render_one(
+            "trainjob",
+            name=name,
+            namespace=view.namespace,
+            runtime=runtime,
+            num_nodes=2,
+            suspend=suspend,
+            pod_overrides=list(overrides),
+        )
+    )
+
+
+def jobset_shows(view, name, block, gates):
+    def probe():
+        spec = jobset_pod_spec(view.get(JOBSET, name), "node")
+        selector = spec.get("nodeSelector") or {}
+        return spec if selector.get(BLOCK) == block and gate_names(spec) == gates else None
+
+    return view.wait(f"JobSet {name} to select {BLOCK}={block} with gates {gates}", probe)
+
+
+@pytest.mark.policy("TJ-EDIT-001")
+def test_suspended_trainjob_accepts_an_override_edit_that_reaches_the_jobset(
+    trainjob_view, trainjob_templates, training_runtime
+):
+    view = trainjob_view
+    create(view, trainjob_templates, training_runtime(), "edit", True, [BEFORE])
+    jobset_shows(view, "edit", "block-a", [GATE_BEFORE])
+
+    patch_trainjob(view, "edit", trainjob_templates.override_fields([AFTER]))
+
+    spec = jobset_shows(view, "edit", "block-b", [GATE_AFTER])
+    assert spec["nodeSelector"][BLOCK] == "block-b"
+    assert view.get(JOBSET, "edit")["spec"].get("suspend") is True
+    assert view.pods("edit") == []
+
+
+@pytest.mark.policy("TJ-EDIT-002")
+def test_edit_made_while_suspended_reaches_the_pods_on_resume(
+    trainjob_view, trainjob_templates, training_runtime
+):
+    view = trainjob_view
+    create(view, trainjob_templates, training_runtime(hold=True), "resume", True, [BEFORE])
+    jobset_shows(view, "resume", "block-a", [GATE_BEFORE])
+    patch_trainjob(view, "resume", trainjob_templates.override_fields([AFTER_UNGATED]))
+    jobset_shows(view, "resume", "block-b", [])
+
+    patch_trainjob(view, "resume", {"suspend": False})
+
+    pods = wait_running(view, "resume", 2)
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert pod["spec"]["nodeSelector"][BLOCK] == "block-b", name
+        assert gate_names(pod["spec"]) == [], name
+        node = view.kube.core.read_node(pod["spec"]["nodeName"])
+        assert node.metadata.labels[BLOCK] == "block-b", f"{name} ran on {node.metadata.name}"
+
+
+@pytest.mark.policy("TJ-EDIT-003")
+def test_running_trainjob_rejects_an_override_edit(
+    trainjob_view, trainjob_templates, training_runtime, trainjob_policy
+):
+    view = trainjob_view
+    create(view, trainjob_templates, training_runtime(hold=True), "running", False)
+    wait_running(view, "running", 2)
+
+    refused = rejection_of(
+        lambda: patch_trainjob(view, "running", trainjob_templates.override_fields([AFTER_UNGATED]))
+    )
+
+    assert refused.status == 403, refused
+    assert "Forbidden" in refused.message, refused
+    assert trainjob_policy.expected("forbidden_message") in refused.message, refused
+
+
+@pytest.mark.policy("TJ-EDIT-004")
+def test_overrides_cannot_change_while_the_jobset_has_active_jobs(
+    trainjob_view, trainjob_templates, training_runtime
+):
+    view = trainjob_view
+    create(view, trainjob_templates, training_runtime(hold=True), "active", False)
+    wait_running(view, "active", 2)
+    assert active_by_replicated_job(view.get(JOBSET, "active"))["node"] > 0
+
+    # One request: suspended after the update (so the suspend rule passes)
+    # while the JobSet still reports active Jobs.
+    refused = rejection_of(
+        lambda: patch_trainjob(
+            view,
+            "active",
+            {"suspend": True, **trainjob_templates.override_fields([AFTER_UNGATED])},
+        )
+    )
+
+    assert refused.status == 403, refused
+    assert (
+        "cannot be modified when the JobSet's ReplicatedJob node is still active" in refused.message
+    )
+    assert view.get(TRAINJOB, "active")["spec"].get("suspend") in (None, False)
+
+
+@pytest.mark.policy("TJ-EDIT-005")
+def test_suspended_trainjob_without_active_jobs_accepts_the_edit_again(
+    trainjob_view, trainjob_templates, training_runtime
+):
+    view = trainjob_view
+    create(view, trainjob_templates, training_runtime(hold=True), "drained", False)
+    wait_running(view, "drained", 2)
+
+    patch_trainjob(view, "drained", {"suspend": True})
+    view.wait(
+        "JobSet drained to report no active Job",
+        lambda: (
+            (jobset := view.get(JOBSET, "drained"))
+            and active_by_replicated_job(jobset)
+            and not any(active_by_replicated_job(jobset).values())
+        ),
+    )
+    edited = patch_trainjob(view, "drained", trainjob_templates.override_fields([AFTER]))
+
+    assert edited["spec"]["suspend"] is True
+    jobset_shows(view, "drained", "block-b", [GATE_AFTER])
+
+
+@pytest.mark.policy("TJ-EDIT-006")
+def test_patching_overrides_and_resuming_in_one_request(
+    trainjob_view, trainjob_templates, training_runtime, trainjob_policy
+):
+    view = trainjob_view
+    create(view, trainjob_templates, training_runtime(hold=True), "oneshot", True, [BEFORE])
+    jobset_shows(view, "oneshot", "block-a", [GATE_BEFORE])
+    one_request = {"suspend": False, **trainjob_templates.override_fields([AFTER_UNGATED])}
+
+    answer = admission_answer(lambda: patch_trainjob(view, "oneshot", one_request))
+
+    assert answer.verdict == trainjob_policy.expected("patch_and_resume"), answer
+    # Whatever the verdict, the stored TrainJob must agree with it.
+    stored = view.get(TRAINJOB, "oneshot")["spec"]
+    assert stored.get("suspend", False) is (answer.verdict == "forbidden"), stored

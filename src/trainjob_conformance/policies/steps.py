@@ -1,0 +1,136 @@
+"""Steps and observations the policies share, in the words of the policies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from trainjob_conformance.cluster.kwok_stages import HOLD_ANNOTATION
+from trainjob_conformance.policies.view import JOBSET, POD, TRAINJOB, TrainJobView
+
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+class Rejection:
+    """What the API server answered when it refused a request."""
+
+    def __init__(self, error: ApiException) -> None:
+        self.status = error.status
+        raw = error.body.decode() if isinstance(error.body, bytes) else str(error.body or "")
+        try:
+            self.message = str(json.loads(raw).get("message", raw))
+        except json.JSONDecodeError:
+            self.message = raw
+
+    def __repr__(self) -> str:
+        return f"HTTP {self.status}: {self.message}"
+
+
+def rejection_of(request: Callable[[], Any]) -> Rejection:
+    """Run a request that the policy says must be refused; fail if it is accepted."""
+    try:
+        request()
+    except ApiException as error:
+        return Rejection(error)
+    raise AssertionError("the request was accepted, but the policy says it must be rejected")
+
+
+class AdmissionAnswer:
+    """Allowed or forbidden, for policies whose verdict differs by release."""
+
+    def __init__(self, verdict: str, detail: str) -> None:
+        self.verdict = verdict
+        self.detail = detail
+
+    def __repr__(self) -> str:
+        return f"{self.verdict}: {self.detail}"
+
+
+def admission_answer(request: Callable[[], Any]) -> AdmissionAnswer:
+    """Send a request and report the verdict; errors other than 403 propagate."""
+    try:
+        request()
+    except ApiException as error:
+        if error.status != 403:
+            raise
+        return AdmissionAnswer("forbidden", Rejection(error).message)
+    return AdmissionAnswer("allowed", "the request was accepted")
+
+
+def gate_names(pod_spec: dict[str, Any]) -> list[str]:
+    return sorted(gate["name"] for gate in pod_spec.get("schedulingGates") or [])
+
+
+def jobset_pod_spec(jobset: dict[str, Any], replicated_job: str) -> dict[str, Any]:
+    for job in jobset["spec"]["replicatedJobs"]:
+        if job["name"] == replicated_job:
+            return dict(job["template"]["spec"]["template"].get("spec") or {})
+    raise AssertionError(
+        f"JobSet {jobset['metadata']['name']} has no replicated job {replicated_job}"
+    )
+
+
+def job_pod_spec(job: dict[str, Any]) -> dict[str, Any]:
+    return dict(job["spec"]["template"].get("spec") or {})
+
+
+def replicated_job_of(obj: dict[str, Any]) -> str | None:
+    return (obj["metadata"].get("labels") or {}).get(REPLICATED_JOB_LABEL)
+
+
+def pod_condition(pod: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
+    for entry in (pod.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == condition_type:
+            return dict(entry)
+    return None
+
+
+def is_scheduling_gated(pod: dict[str, Any]) -> bool:
+    scheduled = pod_condition(pod, "PodScheduled")
+    return bool(
+        scheduled
+        and scheduled.get("status") == "False"
+        and scheduled.get("reason") == "SchedulingGated"
+    )
+
+
+def active_by_replicated_job(jobset: dict[str, Any]) -> dict[str, int]:
+    statuses = (jobset.get("status") or {}).get("replicatedJobsStatus") or []
+    return {entry["name"]: int(entry.get("active") or 0) for entry in statuses}
+
+
+def patch_trainjob(view: TrainJobView, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """One merge-patch request on the TrainJob's spec."""
+    return view.kube.patch(*TRAINJOB, name=name, namespace=view.namespace, body={"spec": spec})
+
+
+def patch_pod(view: TrainJobView, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    return view.kube.patch(*POD, name=name, namespace=view.namespace, body=body)
+
+
+def release_held_pods(view: TrainJobView, trainjob: str) -> None:
+    """Let kwok complete Pods that the hold annotation keeps running."""
+    for pod in view.pods(trainjob):
+        body = {"metadata": {"annotations": {HOLD_ANNOTATION: None}}}
+        patch_pod(view, pod["metadata"]["name"], body)
+
+
+def wait_running(view: TrainJobView, trainjob: str, count: int) -> list[dict[str, Any]]:
+    """`count` Pods Running and the JobSet reporting them active."""
+
+    def pods_running() -> list[dict[str, Any]] | None:
+        pods = view.pods(trainjob)
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        return pods if len(running) == count and len(pods) == count else None
+
+    pods = view.wait(f"{count} Running Pods of TrainJob {trainjob}", pods_running)
+
+    def jobset_active() -> dict[str, Any] | None:
+        jobset = view.get(JOBSET, trainjob)
+        return jobset if sum(active_by_replicated_job(jobset).values()) > 0 else None
+
+    view.wait(f"JobSet {trainjob} to report active Jobs", jobset_active)
+    return pods

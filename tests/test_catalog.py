@@ -1,0 +1,58 @@
+from pathlib import Path
+
+import pytest
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.policies.catalog import Outcome, load_catalog
+from trainjob_conformance.policies.versions import in_range
+
+CATALOG = Path(__file__).resolve().parents[1] / "fixtures" / "policies.yaml"
+
+
+@pytest.mark.parametrize(
+    ("version", "spec", "expected"),
+    [
+        ("v2.3.0", ">=2.2.1", True),
+        ("v2.2.0", ">=2.2.1", False),
+        ("v2.2.1", ">=2.2.0,<2.2.1", False),
+        ("v2.2.0", ">=2.2.0,<2.2.1", True),
+        ("v2.0.1", "<2.1.0", True),
+        ("2.10.0", ">2.9.9", True),
+    ],
+)
+def test_version_ranges(version, spec, expected):
+    assert in_range(version, spec) is expected
+
+
+def test_bad_range_is_reported():
+    with pytest.raises(ConformanceError, match="bad version range clause"):
+        in_range("v2.3.0", "~2.3")
+
+
+def test_catalog_ids_are_unique_and_complete():
+    catalog = load_catalog(CATALOG)
+    assert {"TJ-STACK-001", "TJ-GATE-001", "TJ-EDIT-001", "TJ-MB-001"} <= set(catalog)
+    for policy in catalog.values():
+        assert policy.title and policy.statement and policy.source
+
+
+def test_managed_by_skip_is_a_known_gap_only_before_v2_3_0():
+    policy = load_catalog(CATALOG)["TJ-MB-001"]
+    assert policy.outcome("v2.3.0") is Outcome.HOLDS
+    assert policy.outcome("v2.2.1") is Outcome.KNOWN_GAP
+    assert "v2.3.0" in policy.gap_reference("v2.2.1")
+
+
+def test_patch_and_resume_expectation_changes_at_v2_2_1():
+    policy = load_catalog(CATALOG)["TJ-EDIT-006"]
+    assert policy.expected("patch_and_resume", "v2.2.1") == "allowed"
+    assert policy.expected("patch_and_resume", "v2.2.0") == "forbidden"
+    with pytest.raises(ConformanceError, match="states no expectation"):
+        policy.expected("nothing", "v2.3.0")
+
+
+def test_forbidden_message_names_the_field_of_each_release():
+    policy = load_catalog(CATALOG)["TJ-EDIT-003"]
+    assert policy.expected("forbidden_message", "v2.0.1").startswith("PodSpecOverrides")
+    assert policy.expected("forbidden_message", "v2.1.0").startswith("PodTemplateOverrides")
+    assert policy.expected("forbidden_message", "v2.3.0").endswith("before or after the update")

@@ -1,0 +1,112 @@
+import socket
+
+import pytest
+import yaml
+
+from trainjob_conformance.cli import main
+from trainjob_conformance.cluster.certs import CertificateAuthority
+from trainjob_conformance.cluster.kwok_stages import HOLD_ANNOTATION, harness_stages
+from trainjob_conformance.cluster.nodes import BLOCK_LABEL, RACK_LABEL, node_manifests
+from trainjob_conformance.cluster.ports import require_free
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.namespaces import namespace_name
+from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+
+
+def test_port_in_use_is_one_clear_error():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(ConformanceError, match=f"port {port} on 127.0.0.1 .* is in use"):
+            require_free(port, "kube-apiserver")
+
+
+def test_serving_certificate_is_for_loopback_and_signed_by_the_ca(tmp_path):
+    from cryptography import x509
+
+    ca = CertificateAuthority(tmp_path / "ca")
+    cert = ca.issue_serving_cert(tmp_path / "svc", "svc")
+    loaded = x509.load_pem_x509_certificate(cert.cert_file.read_bytes())
+    sans = loaded.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert loaded.issuer.rfc4514_string() == "CN=trainjob-conformance CA"
+    assert oct(cert.key_file.stat().st_mode & 0o777) == "0o600"
+
+
+def test_pod_complete_stage_waits_for_the_hold_annotation_to_go(tmp_path):
+    names = {
+        "kustomize/stage/node/fast/node-initialize.yaml": "node-initialize",
+        "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml": "hb",
+        "kustomize/stage/pod/fast/pod-ready.yaml": "pod-ready",
+        "kustomize/stage/pod/fast/pod-complete.yaml": "pod-complete",
+        "kustomize/stage/pod/fast/pod-delete.yaml": "pod-delete",
+    }
+    for relative, name in names.items():
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stage = {
+            "kind": "Stage",
+            "metadata": {"name": name},
+            "spec": {"selector": {"matchExpressions": []}},
+        }
+        path.write_text(yaml.safe_dump(stage))
+    stages = {s["metadata"]["name"]: s for s in harness_stages(tmp_path)}
+    (hold,) = stages["pod-complete"]["spec"]["selector"]["matchExpressions"]
+    assert hold == {
+        "key": f'.metadata.annotations["{HOLD_ANNOTATION}"]',
+        "operator": "DoesNotExist",
+    }
+    assert stages["pod-ready"]["spec"]["selector"]["matchExpressions"] == []
+
+
+def test_missing_stage_file_is_reported(tmp_path):
+    with pytest.raises(ConformanceError, match="lays out its stages differently"):
+        harness_stages(tmp_path)
+
+
+def test_nodes_form_a_block_and_rack_topology():
+    nodes = node_manifests()
+    blocks = {n["metadata"]["labels"][BLOCK_LABEL] for n in nodes}
+    racks = {n["metadata"]["labels"][RACK_LABEL] for n in nodes}
+    assert len(blocks) == 2 and len(racks) == 4 and len(nodes) == 8
+    assert all(n["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake" for n in nodes)
+
+
+def test_namespace_names_are_dns_labels_and_unique():
+    name = namespace_name("test_Something[param-1]" * 5)
+    assert len(name) <= 63 and name == name.lower() and not name.startswith("-")
+    assert namespace_name("t") != namespace_name("t")
+
+
+def test_wait_timeout_reports_last_value_and_diagnostics():
+    with pytest.raises(WaitTimeout) as failure:
+        wait_for("the answer", lambda: 0, timeout=0.3, interval=0.05, diagnostics=lambda: "DIAG")
+    text = str(failure.value)
+    assert "waiting for the answer" in text and "last observed: 0" in text and "DIAG" in text
+
+
+def test_wait_returns_as_soon_as_the_probe_holds():
+    calls = iter([None, None, "yes"])
+    assert wait_for("x", lambda: next(calls), timeout=5, interval=0.01) == "yes"
+
+
+def test_cli_reports_an_unknown_profile_in_one_line(capsys):
+    assert main(["build", "--profile", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["trainjob-conformance: error: unknown profile 'nope'; choose one of: latest"]
+
+
+def test_cli_down_without_state_is_a_clear_error(tmp_path, capsys):
+    assert main(["down", "--run-dir", str(tmp_path)]) == 2
+    assert "no cluster state" in capsys.readouterr().err
+
+
+def test_cli_render_rejects_wrong_types(capsys):
+    assert (
+        main(
+            ["render", "trainjob", "--values", '{"name": "a", "namespace": "b", "num_nodes": "x"}']
+        )
+        == 2
+    )
+    assert "num_nodes must be integer" in capsys.readouterr().err

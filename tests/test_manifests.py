@@ -1,0 +1,142 @@
+import base64
+
+import pytest
+import yaml
+
+from trainjob_conformance.cluster import manifests
+from trainjob_conformance.errors import ConformanceError
+
+CA = b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"
+
+
+def write(path, *docs):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all(docs))
+
+
+def webhook(name, path, groups, resources):
+    return {
+        "name": name,
+        "clientConfig": {
+            "service": {"name": "webhook-service", "namespace": "system", "path": path}
+        },
+        "rules": [{"apiGroups": groups, "resources": resources, "operations": ["CREATE"]}],
+        "failurePolicy": "Fail",
+    }
+
+
+@pytest.fixture
+def kueue_module(tmp_path):
+    write(
+        tmp_path / "config/components/webhook/manifests.yaml",
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "validating-webhook-configuration"},
+            "webhooks": [
+                webhook("vworkload.kb.io", "/validate-workload", ["kueue.x-k8s.io"], ["workloads"]),
+                webhook(
+                    "vtrainjob.kb.io", "/validate-trainjob", ["trainer.kubeflow.org"], ["trainjobs"]
+                ),
+                webhook("vrayjob.kb.io", "/validate-rayjob", ["ray.io"], ["rayjobs"]),
+            ],
+        },
+    )
+    write(
+        tmp_path / "config/components/crd/bases/kueue.x-k8s.io_workloads.yaml",
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "workloads.kueue.x-k8s.io"},
+            "spec": {"group": "kueue.x-k8s.io"},
+        },
+    )
+    write(
+        tmp_path / "config/components/crd/bases/kueue.x-k8s.io_topologies.yaml",
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "topologies.kueue.x-k8s.io"},
+            "spec": {"group": "kueue.x-k8s.io"},
+        },
+    )
+    (tmp_path / "config/components/crd/kustomization.yaml").write_text(
+        "resources: []\npatches:\n- path: patches/webhook_in_workloads.yaml\n"
+        "#- path: patches/webhook_in_topologies.yaml\n"
+    )
+    write(
+        tmp_path / "config/components/crd/patches/webhook_in_workloads.yaml",
+        {
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "workloads.kueue.x-k8s.io"},
+            "spec": {
+                "conversion": {
+                    "strategy": "Webhook",
+                    "webhook": {
+                        "clientConfig": {
+                            "service": {"name": "webhook-service", "path": "/convert"}
+                        },
+                        "conversionReviewVersions": ["v1"],
+                    },
+                }
+            },
+        },
+    )
+    return tmp_path
+
+
+def test_webhooks_point_at_loopback_with_the_harness_ca(kueue_module):
+    (config,) = manifests.webhook_configurations(kueue_module, "kueue", 9555, CA)
+    assert config["metadata"] == {"name": "kueue-validating-webhook-configuration"}
+    for entry in config["webhooks"]:
+        assert "service" not in entry["clientConfig"]
+        assert entry["clientConfig"]["url"].startswith("https://127.0.0.1:9555/validate-")
+        assert base64.b64decode(entry["clientConfig"]["caBundle"]) == CA
+
+
+def test_only_enabled_kueue_integrations_are_registered(kueue_module):
+    (config,) = manifests.webhook_configurations(kueue_module, "kueue", 9555, CA)
+    assert [w["name"] for w in config["webhooks"]] == ["vworkload.kb.io", "vtrainjob.kb.io"]
+
+
+def test_kueue_job_integrations_skip_system_namespaces_but_core_webhooks_do_not(kueue_module):
+    (config,) = manifests.webhook_configurations(kueue_module, "kueue", 9555, CA)
+    workload, trainjob = config["webhooks"]
+    assert "namespaceSelector" not in workload
+    (expression,) = trainjob["namespaceSelector"]["matchExpressions"]
+    assert expression["operator"] == "NotIn"
+    assert expression["values"] == ["kube-system", "kueue-system"]
+
+
+def test_conversion_webhook_is_added_only_where_kustomize_enables_it(kueue_module):
+    crds = {c["metadata"]["name"]: c for c in manifests.crds(kueue_module, "kueue", 9555, CA)}
+    conversion = crds["workloads.kueue.x-k8s.io"]["spec"]["conversion"]
+    assert conversion["strategy"] == "Webhook"
+    assert conversion["webhook"]["clientConfig"]["url"] == "https://127.0.0.1:9555/convert"
+    assert "conversion" not in crds["topologies.kueue.x-k8s.io"]["spec"]
+
+
+def test_jobset_pod_webhooks_keep_their_jobset_only_selector(tmp_path):
+    write(
+        tmp_path / "config/components/webhook/manifests.yaml",
+        {
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "mutating-webhook-configuration"},
+            "webhooks": [
+                webhook("mjobset.kb.io", "/mutate-jobset", ["jobset.x-k8s.io"], ["jobsets"]),
+                webhook("mpod.kb.io", "/mutate--v1-pod", [""], ["pods"]),
+            ],
+        },
+    )
+    (config,) = manifests.webhook_configurations(tmp_path, "jobset", 9444, CA)
+    assert config["metadata"]["name"] == "jobset-mutating-webhook-configuration"
+    jobset_hook, pod_hook = config["webhooks"]
+    assert "objectSelector" not in jobset_hook
+    assert (
+        pod_hook["objectSelector"]["matchExpressions"][0]["key"] == "jobset.sigs.k8s.io/jobset-name"
+    )
+
+
+def test_missing_manifest_file_says_the_version_is_unsupported(tmp_path):
+    with pytest.raises(ConformanceError, match="not supported by this harness version"):
+        manifests.webhook_configurations(tmp_path, "trainer", 9443, CA)
