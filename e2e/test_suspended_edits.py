@@ -76,20 +76,37 @@ def test_edit_made_while_suspended_reaches_the_pods_on_resume(
     trainjob_view, trainjob_templates, training_runtime
 ):
     view = trainjob_view
-    create(view, trainjob_templates, training_runtime(hold=True), "resume", True, [BEFORE])
+    create(view, trainjob_templates, training_runtime(), "resume", True, [BEFORE])
     jobset_shows(view, "resume", "block-a", [GATE_BEFORE])
-    patch_trainjob(view, "resume", trainjob_templates.override_fields([AFTER_UNGATED]))
-    jobset_shows(view, "resume", "block-b", [])
+    patch_trainjob(view, "resume", trainjob_templates.override_fields([AFTER]))
+    jobset_shows(view, "resume", "block-b", [GATE_AFTER])
 
     patch_trainjob(view, "resume", {"suspend": False})
 
-    pods = wait_running(view, "resume", 2)
+    pods = view.wait_for_pods("resume", 2)
     for pod in pods:
         name = pod["metadata"]["name"]
         assert pod["spec"]["nodeSelector"][BLOCK] == "block-b", name
-        assert gate_names(pod["spec"]) == [], name
-        node = view.kube.core.read_node(pod["spec"]["nodeName"])
-        assert node.metadata.labels[BLOCK] == "block-b", f"{name} ran on {node.metadata.name}"
+        assert GATE_AFTER in gate_names(pod["spec"]), name
+
+
+@pytest.mark.policy("TJ-EDIT-007")
+def test_gate_removed_while_suspended_is_gone_from_the_pods_after_resume(
+    trainjob_view, trainjob_templates, training_runtime
+):
+    view = trainjob_view
+    create(view, trainjob_templates, training_runtime(), "ungate", True, [BEFORE])
+    jobset_shows(view, "ungate", "block-a", [GATE_BEFORE])
+    patch_trainjob(view, "ungate", trainjob_templates.override_fields([AFTER_UNGATED]))
+    jobset_shows(view, "ungate", "block-b", [])
+
+    patch_trainjob(view, "ungate", {"suspend": False})
+
+    pods = view.wait_for_pods("ungate", 2)
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert pod["spec"]["nodeSelector"][BLOCK] == "block-b", name
+        assert gate_names(pod["spec"]) == [], f"{name} still carries {gate_names(pod['spec'])}"
 
 
 @pytest.mark.policy("TJ-EDIT-003")

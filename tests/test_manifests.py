@@ -103,9 +103,14 @@ def test_kueue_job_integrations_skip_system_namespaces_but_core_webhooks_do_not(
     (config,) = manifests.webhook_configurations(kueue_module, "kueue", 9555, CA)
     workload, trainjob = config["webhooks"]
     assert "namespaceSelector" not in workload
-    (expression,) = trainjob["namespaceSelector"]["matchExpressions"]
-    assert expression["operator"] == "NotIn"
-    assert expression["values"] == ["kube-system", "kueue-system"]
+    by_name, opt_out = trainjob["namespaceSelector"]["matchExpressions"]
+    assert by_name["operator"] == "NotIn"
+    assert by_name["values"] == ["kube-system", "kueue-system"]
+    assert opt_out == {
+        "key": manifests.KUEUE_MANAGED_LABEL,
+        "operator": "NotIn",
+        "values": ["false"],
+    }
 
 
 def test_conversion_webhook_is_added_only_where_kustomize_enables_it(kueue_module):

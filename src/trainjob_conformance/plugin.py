@@ -19,8 +19,10 @@ import pytest
 
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.introspect import trainjob_spec_properties
+from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
 from trainjob_conformance.cluster.provider import PROVIDERS, ClusterRequest, make_provider
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.policies.catalog import Outcome, Policy, load_catalog
 from trainjob_conformance.policies.view import TrainJobView
 from trainjob_conformance.render.overrides import detect_shape
@@ -81,6 +83,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: needs a real cluster with JobSet, Kueue and Trainer")
     config.addinivalue_line("markers", "policy(id): the catalog policy this test proves")
+    config.addinivalue_line("markers", "kueue: the test's namespace is managed by Kueue")
     config.stash[_OWNER_KEY] = _ClusterOwner(config)
 
 
@@ -198,10 +201,14 @@ def trainjob_cluster(request: pytest.FixtureRequest) -> ClusterHandle:
 def trainjob_namespace(
     trainjob_cluster: ClusterHandle, request: pytest.FixtureRequest
 ) -> Iterator[str]:
-    """A fresh namespace for one test, deleted after it."""
-    from trainjob_conformance.kube.namespaces import temporary_namespace
+    """A fresh namespace for one test, deleted after it.
 
-    with temporary_namespace(trainjob_cluster.kube, request.node.name) as name:
+    Kueue manages it only if the test is marked `kueue`: a Trainer policy must
+    see the Trainer's own answers, not those of Kueue's TrainJob webhook.
+    """
+    managed = request.node.get_closest_marker("kueue") is not None
+    labels = {} if managed else {KUEUE_MANAGED_LABEL: "false"}
+    with temporary_namespace(trainjob_cluster.kube, request.node.name, labels) as name:
         yield name
 
 

@@ -18,7 +18,11 @@ from typing import Any
 import yaml
 
 from trainjob_conformance.cluster.certs import CertificateAuthority, ServingCert
-from trainjob_conformance.cluster.manifests import KUEUE_FRAMEWORKS, KUEUE_NAMESPACE
+from trainjob_conformance.cluster.manifests import (
+    KUEUE_FRAMEWORKS,
+    KUEUE_MANAGED_NAMESPACES,
+    KUEUE_NAMESPACE,
+)
 from trainjob_conformance.cluster.ports import LOOPBACK, free_port
 from trainjob_conformance.cluster.processes import HostProcess
 from trainjob_conformance.errors import ConformanceError
@@ -184,6 +188,7 @@ def start_kueue(
             "metrics": {"bindAddress": f"{LOOPBACK}:{ports.metrics}"},
             "health": {"healthProbeBindAddress": f"{LOOPBACK}:{ports.health}"},
             "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+            "managedJobsNamespaceSelector": KUEUE_MANAGED_NAMESPACES,
             # The visibility API server would listen on all interfaces and
             # needs certificates at /visibility.
             "featureGates": {"VisibilityOnDemand": False},

@@ -24,6 +24,20 @@ from trainjob_conformance.errors import ConformanceError
 Manifest = dict[str, Any]
 
 KUEUE_NAMESPACE = "kueue-system"
+# Namespaces labelled with this key and "false" are not managed by Kueue: its
+# job webhooks and reconcilers skip them, so Trainer-only policies see the
+# Trainer alone. Unlabelled namespaces are managed, as in upstream's default.
+KUEUE_MANAGED_LABEL = "trainjob-conformance.kubeflow.org/kueue-managed"
+KUEUE_MANAGED_NAMESPACES: dict[str, Any] = {
+    "matchExpressions": [
+        {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["kube-system", KUEUE_NAMESPACE],
+        },
+        {"key": KUEUE_MANAGED_LABEL, "operator": "NotIn", "values": ["false"]},
+    ]
+}
 # The Kueue frameworks the harness enables; their webhooks are registered, others not.
 KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
 _KUEUE_API_GROUPS = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "trainer.kubeflow.org"}
@@ -57,20 +71,11 @@ def _jobset_selectors(webhook: Manifest) -> dict[str, Any]:
 
 
 def _kueue_selectors(webhook: Manifest) -> dict[str, Any]:
-    # config/components/webhook/kustomization.yaml: job integrations skip
-    # kube-system and Kueue's own namespace.
+    # Upstream's kustomization gives job integrations a namespaceSelector that
+    # skips kube-system and Kueue's namespace; its Helm chart derives it from
+    # managedJobsNamespaceSelector, as the harness does.
     if _webhook_groups(webhook) & _KUEUE_INTEGRATION_GROUPS:
-        return {
-            "namespaceSelector": {
-                "matchExpressions": [
-                    {
-                        "key": "kubernetes.io/metadata.name",
-                        "operator": "NotIn",
-                        "values": ["kube-system", KUEUE_NAMESPACE],
-                    }
-                ]
-            }
-        }
+        return {"namespaceSelector": KUEUE_MANAGED_NAMESPACES}
     return {}
 
 

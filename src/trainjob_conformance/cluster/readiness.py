@@ -13,11 +13,16 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 
 PROBE_NAMESPACE = "default"
+# Kueue's TrainJob webhook would also deny a missing runtime, and the API
+# server reports whichever validating webhook answers first; the negative probe
+# runs where Kueue does not look, so only the Trainer can answer it.
+UNMANAGED_PROBE_NAMESPACE = "trainjob-conformance-probe"
 MISSING_RUNTIME = "trainjob-conformance-no-such-runtime"
 TRAINER_VALIDATOR = "validator.trainjob.trainer.kubeflow.org"
 TORCH_RUNTIME = "torch-distributed"
@@ -34,11 +39,11 @@ def _container() -> dict[str, Any]:
     return {"name": "probe", "image": "registry.k8s.io/pause:3.10"}
 
 
-def _trainjob(runtime: str) -> dict[str, Any]:
+def _trainjob(runtime: str, namespace: str = PROBE_NAMESPACE) -> dict[str, Any]:
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
-        "metadata": {"name": "readiness-probe", "namespace": PROBE_NAMESPACE},
+        "metadata": {"name": "readiness-probe", "namespace": namespace},
         "spec": {"runtimeRef": {"name": runtime}},
     }
 
@@ -80,7 +85,7 @@ def standard_probes() -> list[AdmissionProbe]:
         AdmissionProbe("Trainer and Kueue TrainJob webhooks", _trainjob(TORCH_RUNTIME)),
         AdmissionProbe(
             "Trainer TrainJob validator (negative)",
-            _trainjob(MISSING_RUNTIME),
+            _trainjob(MISSING_RUNTIME, UNMANAGED_PROBE_NAMESPACE),
             denied_by=TRAINER_VALIDATOR,
         ),
     ]
@@ -99,12 +104,21 @@ def _answered(kube: Kube, probe: AdmissionProbe) -> tuple[bool, str]:
     return True, "allowed"
 
 
+def probe_namespace_manifest() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": UNMANAGED_PROBE_NAMESPACE, "labels": {KUEUE_MANAGED_LABEL: "false"}},
+    }
+
+
 def wait_for_admission(
     kube: Kube,
     probes: list[AdmissionProbe],
     timeout: float,
     log_tails: Callable[[], str],
 ) -> None:
+    kube.apply(probe_namespace_manifest())
     for probe in probes:
         last = {"answer": ""}
 

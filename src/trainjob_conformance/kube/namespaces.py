@@ -23,10 +23,14 @@ def namespace_name(test_name: str) -> str:
 
 
 @contextmanager
-def temporary_namespace(kube: Kube, test_name: str) -> Iterator[str]:
+def temporary_namespace(
+    kube: Kube, test_name: str, labels: dict[str, str] | None = None
+) -> Iterator[str]:
     name = namespace_name(test_name)
     body = client.V1Namespace(
-        metadata=client.V1ObjectMeta(name=name, labels={TEST_NAMESPACE_LABEL: "true"})
+        metadata=client.V1ObjectMeta(
+            name=name, labels={TEST_NAMESPACE_LABEL: "true", **(labels or {})}
+        )
     )
     kube.core.create_namespace(body)
     try:
