@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -51,27 +49,27 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
+    from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
+    from trainjob_conformance.cluster.embedded_stack import STATE_FILE
+    from trainjob_conformance.cluster.processes import terminate_groups
+    from trainjob_conformance.stack.gobuild import binary_path
+
     run_dir = Path(args.run_dir).resolve()
-    state_file = run_dir / "state.json"
+    state_file = run_dir / STATE_FILE
     if not state_file.is_file():
         raise ConformanceError(f"no cluster state in {run_dir} (expected {state_file.name})")
     state = json.loads(state_file.read_text())
-    for name, pid in (state.get("pids") or {}).items():
-        try:
-            os.killpg(int(pid), signal.SIGTERM)
-            print(f"stopped {name} (pid {pid})")
-        except ProcessLookupError:
-            pass
-    if state.get("cluster_name"):
-        from trainjob_conformance.stack.gobuild import binary_path
-
-        version = state["handle"]["versions"]["kwok"]
-        env = {**os.environ, "KWOK_WORKDIR": state["kwok_workdir"]}
-        kwokctl = str(binary_path("kwok", version, "kwokctl"))
-        subprocess.run(
-            [kwokctl, "delete", "cluster", "--name", state["cluster_name"]], env=env, check=True
-        )
+    controllers = state.get("pids") or {}
+    terminate_groups([int(pid) for pid in controllers.values()], "JobSet, Kueue and Trainer")
+    versions = state["handle"]["versions"]
+    profile = load_profile(state.get("profile", DEFAULT_PROFILE))
+    binaries = {
+        "kwokctl": binary_path("kwok", versions["kwok"], "kwokctl"),
+        "kubectl": binary_path("kubernetes", versions["kubernetes"], "kubectl"),
+    }
+    EmbeddedControlPlane.attach(profile, binaries, run_dir, state["cluster_name"]).down()
     state_file.unlink()
+    print(f"stopped {', '.join(controllers)} and control plane {state['cluster_name']}")
     return 0
 
 

@@ -9,6 +9,7 @@ the run directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import uuid
@@ -20,7 +21,11 @@ from kubernetes.client.exceptions import ApiException
 from trainjob_conformance.cluster.kwok_stages import harness_stages
 from trainjob_conformance.cluster.nodes import node_manifests
 from trainjob_conformance.cluster.ports import LOOPBACK
-from trainjob_conformance.cluster.processes import register_cleanup, unregister_cleanup
+from trainjob_conformance.cluster.processes import (
+    register_cleanup,
+    unregister_cleanup,
+    wait_gone,
+)
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.waits import wait_for
@@ -147,9 +152,29 @@ class EmbeddedControlPlane:
         )
         return names
 
+    def component_pids(self) -> list[int]:
+        pids = []
+        for pid_file in (self.cluster_dir / "pids").glob("*.pid"):
+            with contextlib.suppress(ValueError, OSError):
+                pids.append(int(pid_file.read_text().strip()))
+        return pids
+
     def down(self) -> None:
         unregister_cleanup(self.down)
         if not self._created:
             return
         self._created = False
+        # kwokctl signals its components and returns before they have exited;
+        # wait for them, so that nothing outlives the harness.
+        pids = self.component_pids()
         self._kwokctl("delete", "cluster", "--name", self.name, log_name="delete")
+        wait_gone(pids, f"control plane {self.name}")
+
+    @classmethod
+    def attach(
+        cls, profile: Profile, binaries: dict[str, Path], run_dir: Path, name: str
+    ) -> EmbeddedControlPlane:
+        """A handle on a cluster that an earlier `up` left running."""
+        control_plane = cls(profile, binaries, run_dir, name)
+        control_plane._created = True
+        return control_plane

@@ -133,6 +133,7 @@ class EmbeddedStackCluster:
 
     def _write_state(self, handle: ClusterHandle) -> None:
         state = {
+            "profile": self.profile.name,
             "handle": handle.to_json(),
             "kwok_workdir": str(self.control_plane.workdir) if self.control_plane else None,
             "cluster_name": self.control_plane.name if self.control_plane else None,

@@ -121,3 +121,40 @@ class HostProcess:
             self._popen.wait()
         except ProcessLookupError:
             pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); it holds no resources, so it counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids: list[int], what: str, timeout: float = _STOP_GRACE_SECONDS) -> None:
+    """Wait until `pids` have exited; SIGKILL what is left and say so."""
+    from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+
+    try:
+        wait_for(f"{what} to exit", lambda: not any(_alive(p) for p in pids), timeout=timeout)
+    except WaitTimeout:
+        for pid in pids:
+            if _alive(pid):
+                print(f"[trainjob-conformance] {what}: pid {pid} ignored SIGTERM; killing it")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def terminate_groups(pids: list[int], what: str) -> None:
+    """SIGTERM each process group, then wait for the leaders to exit."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    wait_gone(pids, what)
