@@ -1,5 +1,6 @@
-"""Root conftest: the harness plugin is loaded through its pytest11 entry point.
+"""Root conftest: the harness plugin itself is loaded through its pytest11 entry point.
 
-Keeping this file makes the rootdir (and so fixtures/ and templates/) explicit
-for every run started from the repository.
+pytester is enabled for the unit tests of the plugin's own logic.
 """
+
+pytest_plugins = ["pytester"]

@@ -92,7 +92,7 @@ def test_edit_made_while_suspended_reaches_the_pods_on_resume(
 
 @pytest.mark.policy("TJ-EDIT-007")
 def test_gate_removed_while_suspended_is_gone_from_the_pods_after_resume(
-    trainjob_view, trainjob_templates, training_runtime
+    trainjob_view, trainjob_templates, training_runtime, trainjob_policy
 ):
     view = trainjob_view
     create(view, trainjob_templates, training_runtime(), "ungate", True, [BEFORE])
@@ -104,9 +104,11 @@ def test_gate_removed_while_suspended_is_gone_from_the_pods_after_resume(
 
     pods = view.wait_for_pods("ungate", 2)
     for pod in pods:
-        name = pod["metadata"]["name"]
-        assert pod["spec"]["nodeSelector"][BLOCK] == "block-b", name
-        assert gate_names(pod["spec"]) == [], f"{name} still carries {gate_names(pod['spec'])}"
+        assert pod["spec"]["nodeSelector"][BLOCK] == "block-b", pod["metadata"]["name"]
+    with trainjob_policy.holds():
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            assert gate_names(pod["spec"]) == [], f"{name} still carries {gate_names(pod['spec'])}"
 
 
 @pytest.mark.policy("TJ-EDIT-003")

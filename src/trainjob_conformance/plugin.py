@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "policy(id): the catalog policy this test proves")
     config.addinivalue_line("markers", "kueue: the test's namespace is managed by Kueue")
     config.stash[_OWNER_KEY] = _ClusterOwner(config)
+    config.pluginmanager.register(_PolicyResults(config), "trainjob-policy-results")
 
 
 class _ClusterOwner:
@@ -246,12 +248,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.user_properties.append(("policy", policy_id))
 
 
+GAP_CLOSED = "GAP CLOSED"
+
+
 class PolicyContext:
     """The policy a test proves, and what the catalog expects of this Trainer."""
 
     def __init__(self, policy: Policy, trainer_version: str) -> None:
         self.policy = policy
         self.trainer_version = trainer_version
+        self.outcome = policy.outcome(trainer_version)
+        self.judged = False
 
     @property
     def id(self) -> str:
@@ -259,6 +266,35 @@ class PolicyContext:
 
     def expected(self, key: str) -> Any:
         return self.policy.expected(key, self.trainer_version)
+
+    @contextmanager
+    def holds(self) -> Iterator[None]:
+        """Wrap the assertions that state the policy.
+
+        For a known upstream gap only these assertions decide: failing here is
+        the known gap (xfail, named); passing means the gap has closed and the
+        run fails so the catalog gets updated. A failure elsewhere in the test
+        is an ordinary failure, never excused as the gap.
+        """
+        __tracebackhide__ = True
+        self.judged = True
+        if self.outcome is not Outcome.KNOWN_GAP:
+            yield
+            return
+        reference = self.policy.gap_reference(self.trainer_version)
+        try:
+            yield
+        except AssertionError as error:
+            first_line = str(error).splitlines()[0] if str(error) else "assertion failed"
+            pytest.xfail(
+                f"KNOWN UPSTREAM GAP {self.id} on Trainer {self.trainer_version}: {reference} "
+                f"(observed: {first_line})"
+            )
+        pytest.fail(
+            f"{GAP_CLOSED}: {self.id} now holds on Trainer {self.trainer_version}; the catalog "
+            f"lists it as a known gap ({reference}). Update fixtures/policies.yaml.",
+            pytrace=False,
+        )
 
 
 @pytest.fixture
@@ -274,25 +310,24 @@ def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
 
 
 @pytest.fixture(autouse=True)
-def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> None:
+def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> Iterator[None]:
     policy_id = _policy_id(request.node)
     if policy_id is None:
+        yield
         return
     context: PolicyContext = request.getfixturevalue("trainjob_policy")
-    outcome = context.policy.outcome(context.trainer_version)
-    request.node.user_properties.append(("expected_outcome", outcome.value))
-    if outcome is Outcome.NOT_APPLICABLE:
+    request.node.user_properties.append(("expected_outcome", context.outcome.value))
+    if context.outcome is Outcome.NOT_APPLICABLE:
         pytest.skip(f"{policy_id} does not apply to Trainer {context.trainer_version}")
-    if outcome is Outcome.KNOWN_GAP:
-        reference = context.policy.gap_reference(context.trainer_version)
-        # strict: if the gap closes upstream, the run fails and says so.
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason=f"KNOWN UPSTREAM GAP {policy_id} on Trainer {context.trainer_version}: "
-                f"{reference}",
+    yield
+    if context.outcome is Outcome.KNOWN_GAP and not context.judged:
+        report = getattr(request.node, "_trainjob_call_report", None)
+        if report is not None and report.passed:
+            raise pytest.UsageError(
+                f"{request.node.nodeid}: {policy_id} is a known gap on Trainer "
+                f"{context.trainer_version}, but the test states no `with trainjob_policy.holds():` "
+                "block, so the gap cannot be judged"
             )
-        )
 
 
 @pytest.fixture(scope="session")
@@ -315,6 +350,8 @@ def trainjob_view(trainjob_cluster: ClusterHandle, trainjob_namespace: str) -> T
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    if report.when == "call":
+        item._trainjob_call_report = report  # type: ignore[attr-defined]
     policy_id = _policy_id(item)
     if policy_id is None:
         return
@@ -324,42 +361,48 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def _policy_result(report: pytest.TestReport) -> str:
     if hasattr(report, "wasxfail"):
-        return "known-gap" if report.skipped else "GAP-CLOSED"
+        return "known-gap"
+    if report.failed and GAP_CLOSED in str(report.longrepr):
+        return "GAP-CLOSED"
     if report.skipped:
         return "not-applicable"
     return "pass" if report.passed else "FAIL"
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    props = dict(report.user_properties)
-    if "policy_result" not in props:
-        return
-    results = _RESULTS.setdefault("rows", [])
-    results.append(
-        {
-            "policy": props.get("policy"),
-            "result": props["policy_result"],
-            "seconds": round(report.duration, 1),
-            "test": report.nodeid,
-        }
-    )
+class _PolicyResults:
+    """Per-run collector of policy verdicts, registered as a plugin object.
 
+    Under xdist it runs in the controller, which sees every worker's reports.
+    """
 
-_RESULTS: dict[str, list[dict[str, Any]]] = {}
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.rows: list[dict[str, Any]] = []
 
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    rows = _RESULTS.get("rows") or []
-    if not rows:
-        return
-    owner: _ClusterOwner = config.stash[_OWNER_KEY]
-    terminalreporter.section("TrainJob conformance")
-    if owner.handle is not None:
-        versions = ", ".join(f"{k} {v}" for k, v in owner.handle.versions.items())
-        terminalreporter.write_line(f"cluster: {owner.handle.provider}; {versions}")
-    if owner.startup_seconds is not None:
-        terminalreporter.write_line(f"cluster start: {owner.startup_seconds:.1f}s")
-    for row in sorted(rows, key=lambda r: (r["policy"], r["test"])):
-        terminalreporter.write_line(
-            f"{row['policy']:12} {row['result']:15} {row['seconds']:7.1f}s  {row['test']}"
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if "policy_result" not in props:
+            return
+        self.rows.append(
+            {
+                "policy": props.get("policy"),
+                "result": props["policy_result"],
+                "seconds": round(report.duration, 1),
+                "test": report.nodeid,
+            }
         )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.rows:
+            return
+        owner: _ClusterOwner = self.config.stash[_OWNER_KEY]
+        terminalreporter.section("TrainJob conformance")
+        if owner.handle is not None:
+            versions = ", ".join(f"{k} {v}" for k, v in owner.handle.versions.items())
+            terminalreporter.write_line(f"cluster: {owner.handle.provider}; {versions}")
+        if owner.startup_seconds is not None:
+            terminalreporter.write_line(f"cluster start: {owner.startup_seconds:.1f}s")
+        for row in sorted(self.rows, key=lambda r: (r["policy"], r["test"])):
+            terminalreporter.write_line(
+                f"{row['policy']:12} {row['result']:15} {row['seconds']:7.1f}s  {row['test']}"
+            )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.errors import ConformanceError
@@ -27,3 +29,70 @@ def trainjob_spec_properties(kube: Kube) -> dict[str, Any]:
             schema = version["schema"]["openAPIV3Schema"]
             return dict(schema["properties"]["spec"]["properties"])
     raise ConformanceError(f"{TRAINJOB_CRD} serves no storage version")
+
+
+# CRD that proves each component is installed.
+REQUIRED_CRDS = {
+    "trainer": TRAINJOB_CRD,
+    "jobset": "jobsets.jobset.x-k8s.io",
+    "kueue": "workloads.kueue.x-k8s.io",
+}
+# Image path fragments of the upstream controller images, for version detection.
+CONTROLLER_IMAGES = {
+    "trainer": "kubeflow/trainer/trainer-controller-manager",
+    "jobset": "jobset/jobset",
+    "kueue": "kueue/kueue",
+}
+
+
+@dataclass(frozen=True)
+class DetectedStack:
+    versions: dict[str, str]
+    sources: dict[str, str]  # component -> how its version was found
+    controller_pods: dict[str, tuple[str, str]]  # component -> (namespace, label selector)
+
+
+def missing_components(kube: Kube) -> list[str]:
+    missing = []
+    for component, crd in REQUIRED_CRDS.items():
+        try:
+            kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            missing.append(f"{component} (no CRD {crd})")
+    return missing
+
+
+def _image_tag(image: str) -> str | None:
+    tail = image.rsplit("/", 1)[-1]
+    if "@" in tail or ":" not in tail:
+        return None
+    return tail.rsplit(":", 1)[1]
+
+
+def detect_stack(kube: Kube, fallback: dict[str, str], fallback_source: str) -> DetectedStack:
+    """Versions from the API server and the controller Deployments' images."""
+    versions: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    pods: dict[str, tuple[str, str]] = {}
+    info = client.VersionApi(kube.api_client).get_code()
+    versions["kubernetes"] = info.git_version.split("+")[0]
+    sources["kubernetes"] = "API server /version"
+    for deployment in client.AppsV1Api(kube.api_client).list_deployment_for_all_namespaces().items:
+        for container in deployment.spec.template.spec.containers:
+            for component, fragment in CONTROLLER_IMAGES.items():
+                tag = _image_tag(container.image or "")
+                if fragment in (container.image or "") and tag and component not in versions:
+                    versions[component] = tag if tag.startswith("v") else f"v{tag}"
+                    sources[component] = (
+                        f"image of Deployment {deployment.metadata.namespace}/{deployment.metadata.name}"
+                    )
+                    labels = deployment.spec.selector.match_labels or {}
+                    selector = ",".join(f"{k}={v}" for k, v in labels.items())
+                    pods[component] = (deployment.metadata.namespace, selector)
+    for component, version in fallback.items():
+        if component not in versions:
+            versions[component] = version
+            sources[component] = fallback_source
+    return DetectedStack(versions=versions, sources=sources, controller_pods=pods)

@@ -32,10 +32,14 @@ def make_provider(request: ClusterRequest) -> ClusterProvider:
         from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
 
         return EmbeddedStackCluster(request.profile, request.run_dir)
-    if request.provider in ("kind", "existing"):
+    if request.provider == "existing":
+        from trainjob_conformance.cluster.existing import ExistingCluster
+
+        return ExistingCluster(request.kubeconfig, request.profile)
+    if request.provider == "kind":
         raise ConformanceError(
-            f"the {request.provider!r} cluster provider is not available yet in this version; "
-            "use --trainjob-cluster=embedded"
+            "the 'kind' cluster provider is not available yet in this version; "
+            "use --trainjob-cluster=embedded or existing"
         )
     raise ConformanceError(
         f"unknown cluster provider {request.provider!r}; choose one of: {', '.join(PROVIDERS)}"

@@ -29,6 +29,7 @@ def wait_for(
     `retry_on` lists exceptions that mean "not yet" (a 404 before an object
     appears); anything else propagates at once.
     """
+    __tracebackhide__ = True
     seen: dict[str, Any] = {"value": None, "error": None}
 
     def attempt() -> T | None:

@@ -31,6 +31,7 @@ class Rejection:
 
 def rejection_of(request: Callable[[], Any]) -> Rejection:
     """Run a request that the policy says must be refused; fail if it is accepted."""
+    __tracebackhide__ = True
     try:
         request()
     except ApiException as error:

@@ -43,6 +43,7 @@ class TrainJobView:
     def wait(
         self, description: str, probe: Callable[[], T | None], timeout: float = DEFAULT_TIMEOUT
     ) -> T:
+        __tracebackhide__ = True
         return wait_for(
             description,
             probe,
