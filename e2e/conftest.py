@@ -1,4 +1,4 @@
-"""Fixtures the policies share: a runtime owned by the test."""
+"""Fixtures the policies share: cluster-scoped objects owned by one test."""
 
 from __future__ import annotations
 
@@ -9,25 +9,46 @@ from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.policies.view import TrainJobView
 
-RUNTIME = ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime")
+LOCAL_QUEUE = ("kueue.x-k8s.io/v1beta2", "LocalQueue")
+
+
+@pytest.fixture
+def cluster_objects(trainjob_view: TrainJobView) -> Iterator[Callable[[dict], dict]]:
+    """Create cluster-scoped objects that belong to this test; deleted after it."""
+    kube = trainjob_view.kube
+    created: list[dict] = []
+
+    def create(manifest: dict) -> dict:
+        obj = kube.create(manifest)
+        created.append(manifest)
+        return obj
+
+    yield create
+    for manifest in reversed(created):
+        try:
+            kube.delete(manifest["apiVersion"], manifest["kind"], name=manifest["metadata"]["name"])
+        except ApiException as error:
+            if error.status != 404:
+                raise
 
 
 @pytest.fixture
 def training_runtime(
-    trainjob_view: TrainJobView, trainjob_templates
-) -> Iterator[Callable[..., str]]:
+    trainjob_view: TrainJobView, trainjob_templates, cluster_objects
+) -> Callable[..., str]:
     """Create a ClusterTrainingRuntime for this test only (named after its namespace)."""
     kube = trainjob_view.kube
-    created: list[str] = []
+    count = [0]
 
     def make(**params) -> str:
-        name = (
-            trainjob_view.namespace if not created else f"{trainjob_view.namespace}-{len(created)}"
+        namespace = trainjob_view.namespace
+        name = namespace if not count[0] else f"{namespace}-{count[0]}"
+        count[0] += 1
+        cluster_objects(
+            trainjob_templates.render_one("clustertrainingruntime", name=name, **params)
         )
-        kube.create(trainjob_templates.render_one("clustertrainingruntime", name=name, **params))
-        created.append(name)
         probe = trainjob_templates.render_one(
-            "trainjob", name="runtime-probe", namespace=trainjob_view.namespace, runtime=name
+            "trainjob", name="runtime-probe", namespace=namespace, runtime=name
         )
 
         # The Trainer's webhook checks runtimes through its informer cache: wait
@@ -46,10 +67,54 @@ def training_runtime(
         )
         return name
 
-    yield make
-    for name in created:
-        try:
-            kube.delete(*RUNTIME, name=name)
-        except ApiException as error:
-            if error.status != 404:
-                raise
+    return make
+
+
+@pytest.fixture
+def kueue_queue(
+    trainjob_view: TrainJobView, trainjob_templates, cluster_objects
+) -> Callable[..., str]:
+    """A LocalQueue in the test's namespace, backed by a ClusterQueue and flavor of its own.
+
+    Returns the LocalQueue's name. With `topology=True` the flavor is
+    topology-aware (a Topology over block, rack and hostname).
+    """
+    namespace = trainjob_view.namespace
+
+    def make(
+        node_labels: dict | None = None,
+        topology: bool = False,
+        cpu: str = "8",
+        memory: str = "32Gi",
+        admission_checks: tuple[str, ...] = (),
+    ) -> str:
+        render = trainjob_templates.render_one
+        if topology:
+            cluster_objects(render("topology", name=namespace))
+        cluster_objects(
+            render(
+                "resourceflavor",
+                name=namespace,
+                node_labels=dict(node_labels or {}),
+                topology_name=namespace if topology else "",
+            )
+        )
+        cluster_objects(
+            render(
+                "clusterqueue",
+                name=namespace,
+                namespace=namespace,
+                flavor=namespace,
+                cpu=cpu,
+                memory=memory,
+                admission_checks=list(admission_checks),
+            )
+        )
+        trainjob_view.create(
+            render("localqueue", name="queue", namespace=namespace, cluster_queue=namespace)
+        )
+        if not admission_checks:
+            trainjob_view.wait_for_condition(LOCAL_QUEUE, "queue", "Active")
+        return "queue"
+
+    return make

@@ -404,5 +404,5 @@ class _PolicyResults:
             terminalreporter.write_line(f"cluster start: {owner.startup_seconds:.1f}s")
         for row in sorted(self.rows, key=lambda r: (r["policy"], r["test"])):
             terminalreporter.write_line(
-                f"{row['policy']:12} {row['result']:15} {row['seconds']:7.1f}s  {row['test']}"
+                f"{row['policy']:14} {row['result']:15} {row['seconds']:7.1f}s  {row['test']}"
             )

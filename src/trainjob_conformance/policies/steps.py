@@ -135,3 +135,50 @@ def wait_running(view: TrainJobView, trainjob: str, count: int) -> list[dict[str
 
     view.wait(f"JobSet {trainjob} to report active Jobs", jobset_active)
     return pods
+
+
+WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
+KUEUE_PATCH_MANAGER = "kueue.x-k8s.io/manager"
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+
+
+def workloads_of(view: TrainJobView, trainjob: str) -> list[dict[str, Any]]:
+    """Kueue Workloads whose owner is the named TrainJob."""
+    return [
+        workload
+        for workload in view.kube.list(*WORKLOAD, namespace=view.namespace)
+        if any(
+            ref.get("kind") == "TrainJob" and ref.get("name") == trainjob
+            for ref in workload["metadata"].get("ownerReferences") or []
+        )
+    ]
+
+
+def wait_workload(view: TrainJobView, trainjob: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        found = workloads_of(view, trainjob)
+        return found[0] if len(found) == 1 else None
+
+    return view.wait(f"the Workload of TrainJob {trainjob}", probe)
+
+
+def condition_of(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:
+    for entry in (obj.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == condition_type:
+            return dict(entry)
+    return {}
+
+
+def kueue_pod_template_patch(
+    trainjob: dict[str, Any], replicated_job: str
+) -> dict[str, Any] | None:
+    """What Kueue injected into a replicated job's pod template, from its runtime patch."""
+    for patch in trainjob["spec"].get("runtimePatches") or []:
+        if patch.get("manager") != KUEUE_PATCH_MANAGER:
+            continue
+        spec = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
+        for job in spec.get("replicatedJobs") or []:
+            if job.get("name") == replicated_job:
+                return dict(((job.get("template") or {}).get("spec") or {}).get("template") or {})
+        return {}
+    return None

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.kube.diagnostics import namespace_report
-from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 
 T = TypeVar("T")
 
@@ -107,6 +109,47 @@ class TrainJobView:
             return obj if condition_status(obj, condition) == status else None
 
         return self.wait(f"{kind[1]} {name} condition {condition}={status}", probe, timeout)
+
+    def pods_resource_version(self) -> str:
+        """A point in time to watch Pods from, taken before creating what makes them."""
+        return str(self.kube.core.list_namespaced_pod(self.namespace).metadata.resource_version)
+
+    def watch_pods(
+        self,
+        trainjob: str,
+        since: str,
+        until: Callable[[dict[str, list[dict[str, Any]]]], bool],
+        description: str,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Every version of the TrainJob's Pods since `since`, in order, until `until` holds.
+
+        A watch sees each intermediate state, so a test can assert the order in
+        which things happened, not only where they ended.
+        """
+        __tracebackhide__ = True
+        history: dict[str, list[dict[str, Any]]] = {}
+        deadline = time.monotonic() + timeout
+        stream = watch.Watch()
+        while (remaining := deadline - time.monotonic()) > 0:
+            for event in stream.stream(
+                self.kube.core.list_namespaced_pod,
+                self.namespace,
+                label_selector=f"{JOBSET_NAME_LABEL}={trainjob}",
+                resource_version=since,
+                timeout_seconds=max(1, int(remaining)),
+            ):
+                pod = self.kube.api_client.sanitize_for_serialization(event["object"])
+                since = pod["metadata"]["resourceVersion"]
+                history.setdefault(pod["metadata"]["name"], []).append(pod)
+                if until(history):
+                    stream.stop()
+                    return history
+        seen = {name: len(versions) for name, versions in history.items()}
+        raise WaitTimeout(
+            f"timed out after {timeout:.0f}s watching for {description}\n"
+            f"Pod versions seen: {seen}\n{self.diagnostics()}"
+        )
 
 
 class _NotFound(Exception):

@@ -1,0 +1,255 @@
+"""Policy: Kueue queues, admits and places TrainJobs through the Trainer's contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainjob_conformance.policies.steps import (
+    TOPOLOGY_GATE,
+    WORKLOAD,
+    condition_of,
+    gate_names,
+    kueue_pod_template_patch,
+    release_held_pods,
+    wait_running,
+    wait_workload,
+    workloads_of,
+)
+from trainjob_conformance.policies.view import JOBSET, TRAINJOB
+
+pytestmark = pytest.mark.kueue
+
+BLOCK = "cloud.provider.com/topology-block"
+RACK = "cloud.provider.com/topology-rack"
+HOSTNAME = "kubernetes.io/hostname"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+PER_NODE = {"requests": {"cpu": "2", "memory": "1Gi"}}
+
+
+def submit(view, templates, runtime, queue, name, num_nodes=2, resources=None):
+    return view.create(
+        templates.render_one(
+            "trainjob",
+            name=name,
+            namespace=view.namespace,
+            runtime=runtime,
+            queue_name=queue,
+            num_nodes=num_nodes,
+            resources_per_node=resources or PER_NODE,
+        )
+    )
+
+
+def admitted(view, workload_name):
+    return view.wait_for_condition(WORKLOAD, workload_name, "Admitted")
+
+
+def resumed(view, name):
+    return view.wait(
+        f"TrainJob {name} to be resumed",
+        lambda: tj if not (tj := view.get(TRAINJOB, name))["spec"].get("suspend") else None,
+    )
+
+
+@pytest.mark.policy("KQ-ADMIT-001")
+def test_queued_trainjob_is_suspended_on_creation_and_gets_a_workload(
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue()
+
+    created = submit(view, trainjob_templates, training_runtime(), queue, "queued")
+
+    assert created["spec"].get("suspend") is True, "Kueue's webhook did not suspend the TrainJob"
+    workload = wait_workload(view, "queued")
+    assert workload["spec"]["queueName"] == queue
+
+
+@pytest.mark.policy("KQ-ADMIT-002")
+def test_admitted_trainjob_is_resumed_with_kueues_runtime_patch(
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue(node_labels={BLOCK: "block-b"})
+    submit(view, trainjob_templates, training_runtime(), queue, "admit")
+
+    admitted(view, wait_workload(view, "admit")["metadata"]["name"])
+    trainjob = resumed(view, "admit")
+
+    injected = kueue_pod_template_patch(trainjob, "node")
+    assert injected is not None, "no runtime patch with manager kueue.x-k8s.io/manager"
+    assert injected["spec"]["nodeSelector"] == {BLOCK: "block-b"}, injected
+
+
+@pytest.mark.policy("KQ-ADMIT-003")
+def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue(node_labels={BLOCK: "block-b"})
+    submit(view, trainjob_templates, training_runtime(hold=True), queue, "placed")
+
+    pods = wait_running(view, "placed", 2)
+
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        selector = pod["spec"].get("nodeSelector") or {}
+        assert selector.get(BLOCK) == "block-b", f"{name} has nodeSelector {selector}"
+        node = view.kube.core.read_node(pod["spec"]["nodeName"])
+        assert node.metadata.labels[BLOCK] == "block-b", f"{name} runs on {node.metadata.name}"
+
+
+def fill_the_quota(view, templates, runtime, queue):
+    """The first TrainJob takes the whole 4-CPU quota; the second does not fit."""
+    submit(view, templates, runtime, queue, "first")
+    wait_running(view, "first", 2)
+    submit(view, templates, runtime, queue, "second")
+    return view.wait(
+        "the Workload of TrainJob second to be pending for quota",
+        lambda: (
+            wl
+            if (found := workloads_of(view, "second"))
+            and condition_of(wl := found[0], "QuotaReserved").get("status") == "False"
+            else None
+        ),
+    )
+
+
+@pytest.mark.policy("KQ-QUOTA-001")
+def test_trainjob_beyond_quota_waits_suspended_without_pods(
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue(cpu="4")
+
+    pending = fill_the_quota(view, trainjob_templates, training_runtime(hold=True), queue)
+
+    assert condition_of(pending, "Admitted").get("status") != "True"
+    assert view.get(TRAINJOB, "second")["spec"]["suspend"] is True
+    assert view.pods("second") == []
+
+
+@pytest.mark.policy("KQ-QUOTA-002")
+def test_waiting_trainjob_runs_once_the_first_finishes(
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue(cpu="4")
+    fill_the_quota(view, trainjob_templates, training_runtime(hold=True), queue)
+
+    release_held_pods(view, "first")
+    view.wait_for_condition(TRAINJOB, "first", "Complete", timeout=90)
+
+    admitted(view, wait_workload(view, "second")["metadata"]["name"])
+    wait_running(view, "second", 2)
+
+
+def watch_tas_placement(view, templates, runtime, queue):
+    since = view.pods_resource_version()
+    submit(view, templates, runtime, queue, "tas")
+
+    def all_placed(history):
+        latest = [versions[-1] for versions in history.values()]
+        return len(latest) == 2 and all(
+            TOPOLOGY_GATE not in gate_names(p["spec"]) and p["spec"].get("nodeName") for p in latest
+        )
+
+    return view.watch_pods("tas", since, all_placed, "2 Pods ungated by Kueue and bound")
+
+
+@pytest.mark.policy("KQ-TAS-001")
+def test_tas_pods_are_created_behind_the_topology_gate(
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue(node_labels={"type": "kwok"}, topology=True)
+    runtime = training_runtime(hold=True, required_topology=RACK)
+
+    history = watch_tas_placement(view, trainjob_templates, runtime, queue)
+
+    for name, versions in history.items():
+        assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
+        assert not versions[0]["spec"].get("nodeName"), f"{name} was created bound"
+
+
+@pytest.mark.policy("KQ-TAS-002")
+def test_kueue_ungates_tas_pods_into_one_topology_domain(
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue(node_labels={"type": "kwok"}, topology=True)
+    runtime = training_runtime(hold=True, required_topology=RACK)
+
+    history = watch_tas_placement(view, trainjob_templates, runtime, queue)
+
+    racks = set()
+    for name, versions in history.items():
+        gated = [TOPOLOGY_GATE in gate_names(v["spec"]) for v in versions]
+        ungated_at = gated.index(False)
+        assert ungated_at > 0 and all(gated[:ungated_at]), f"{name}: gate order {gated}"
+        placement = versions[ungated_at]["spec"].get("nodeSelector") or {}
+        assert HOSTNAME in placement, f"{name} was ungated without a node placement: {placement}"
+        node = view.kube.core.read_node(versions[-1]["spec"]["nodeName"])
+        assert node.metadata.name == placement[HOSTNAME], name
+        racks.add(node.metadata.labels[RACK])
+    assert len(racks) == 1, f"the Pods span racks {sorted(racks)}"
+
+
+@pytest.mark.policy("KQ-PODSET-001")
+@pytest.mark.parametrize("num_nodes", [1, 3])
+def test_workload_podset_matches_the_trainjob_and_its_jobset(
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue, num_nodes
+):
+    view = trainjob_view
+    queue = kueue_queue()
+    per_node = {"requests": {"cpu": "500m", "memory": "512Mi"}}
+    submit(view, trainjob_templates, training_runtime(), queue, "sized", num_nodes, per_node)
+
+    workload = wait_workload(view, "sized")
+    jobset = view.wait("JobSet sized", lambda: view.find(JOBSET, "sized"))
+
+    podsets = {p["name"]: p for p in workload["spec"]["podSets"]}
+    assert podsets["node"]["count"] == num_nodes
+    (container,) = [
+        c for c in podsets["node"]["template"]["spec"]["containers"] if c["name"] == "node"
+    ]
+    assert container["resources"]["requests"] == per_node["requests"]
+    (replicated,) = [j for j in jobset["spec"]["replicatedJobs"] if j["name"] == "node"]
+    job = replicated["template"]["spec"]
+    assert podsets["node"]["count"] == replicated.get("replicas", 1) * min(
+        job["parallelism"], job["completions"]
+    )
+
+
+@pytest.mark.policy("KQ-MK-001")
+def test_multikueue_queue_hands_the_trainjob_to_multikueue(
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue, cluster_objects
+):
+    view = trainjob_view
+    for manifest in trainjob_templates.render(
+        "multikueue", name=view.namespace, clusters=[f"{view.namespace}-worker"]
+    ):
+        cluster_objects(manifest)
+    queue = kueue_queue(admission_checks=(view.namespace,))
+    runtime = training_runtime()
+    probe = trainjob_templates.render_one(
+        "trainjob", name="probe", namespace=view.namespace, runtime=runtime, queue_name=queue
+    )
+    # Kueue's webhook reads its cache; wait until the cache links the queue to the check.
+    view.wait(
+        "Kueue to know the MultiKueue admission check of the queue",
+        lambda: view.kube.create(probe, dry_run=True)["spec"].get("managedBy") == MULTIKUEUE,
+    )
+
+    created = submit(view, trainjob_templates, runtime, queue, "remote")
+    view.create(
+        trainjob_templates.render_one(
+            "trainjob", name="local", namespace=view.namespace, runtime=runtime
+        )
+    )
+
+    assert created["spec"]["managedBy"] == MULTIKUEUE
+    view.wait("JobSet of the unqueued control TrainJob", lambda: view.find(JOBSET, "local"))
+    assert view.find(JOBSET, "remote") is None, (
+        "the local Trainer built a JobSet for a MultiKueue job"
+    )
