@@ -25,8 +25,14 @@ def cluster_objects(trainjob_view: TrainJobView) -> Iterator[Callable[[dict], di
 
     yield create
     for manifest in reversed(created):
+        metadata = manifest["metadata"]
         try:
-            kube.delete(manifest["apiVersion"], manifest["kind"], name=manifest["metadata"]["name"])
+            kube.delete(
+                manifest["apiVersion"],
+                manifest["kind"],
+                name=metadata["name"],
+                namespace=metadata.get("namespace"),
+            )
         except ApiException as error:
             if error.status != 404:
                 raise
@@ -118,3 +124,20 @@ def kueue_queue(
         return "queue"
 
     return make
+
+
+@pytest.fixture
+def multikueue_worker(
+    trainjob_worker_cluster, trainjob_view: TrainJobView
+) -> Iterator[TrainJobView]:
+    """The test's namespace, same name, on the MultiKueue worker cluster.
+
+    MultiKueue mirrors a job into the namespace of the same name on the worker,
+    where Kueue must manage it; it does not create the namespace itself.
+    """
+    worker = TrainJobView(trainjob_worker_cluster, trainjob_view.namespace)
+    worker.kube.core.create_namespace(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": worker.namespace}}
+    )
+    yield worker
+    worker.kube.core.delete_namespace(worker.namespace, propagation_policy="Background")

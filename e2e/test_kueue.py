@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
+from trainjob_conformance.cluster.manifests import KUEUE_NAMESPACE
+from trainjob_conformance.kube.kubeconfig import flattened
 from trainjob_conformance.policies.steps import (
     TOPOLOGY_GATE,
     WORKLOAD,
@@ -253,3 +257,73 @@ def test_multikueue_queue_hands_the_trainjob_to_multikueue(
     assert view.find(JOBSET, "remote") is None, (
         "the local Trainer built a JobSet for a MultiKueue job"
     )
+
+
+ADMISSION_CHECK = ("kueue.x-k8s.io/v1beta2", "AdmissionCheck")
+
+
+def kubeconfig_secret(name, kubeconfig_path):
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": KUEUE_NAMESPACE},
+        "data": {"kubeconfig": base64.b64encode(flattened(kubeconfig_path).encode()).decode()},
+    }
+
+
+@pytest.mark.policy("KQ-MK-002")
+def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
+    trainjob_view,
+    trainjob_templates,
+    training_runtime,
+    kueue_queue,
+    cluster_objects,
+    multikueue_worker,
+):
+    view, worker = trainjob_view, multikueue_worker
+    render = trainjob_templates.render_one
+    runtime = training_runtime()
+    worker_objects = []
+    for manifest in (
+        render("clustertrainingruntime", name=runtime),
+        render("resourceflavor", name=view.namespace),
+        render(
+            "clusterqueue", name=view.namespace, namespace=view.namespace, flavor=view.namespace
+        ),
+    ):
+        worker.kube.create(manifest)
+        worker_objects.append(manifest)
+    worker.create(
+        render("localqueue", name="queue", namespace=view.namespace, cluster_queue=view.namespace)
+    )
+    try:
+        worker_name = f"{view.namespace}-worker"
+        cluster_objects(kubeconfig_secret(worker_name, worker.cluster.kubeconfig))
+        for manifest in trainjob_templates.render(
+            "multikueue", name=view.namespace, clusters=[worker_name], kubeconfig_secret=worker_name
+        ):
+            cluster_objects(manifest)
+        view.wait(
+            "the MultiKueue admission check to connect to the worker",
+            lambda: (
+                condition_of(view.kube.get(*ADMISSION_CHECK, name=view.namespace), "Active").get(
+                    "status"
+                )
+                == "True"
+            ),
+        )
+        queue = kueue_queue(admission_checks=(view.namespace,))
+
+        created = submit(view, trainjob_templates, runtime, queue, "remote")
+
+        assert created["spec"]["managedBy"] == MULTIKUEUE
+        worker.wait_for_condition(TRAINJOB, "remote", "Complete", timeout=120)
+        copied = view.wait_for_condition(TRAINJOB, "remote", "Complete", timeout=60)
+        assert condition_of(copied, "Complete")["status"] == "True"
+        assert view.find(JOBSET, "remote") is None, "the manager's Trainer built a JobSet too"
+        assert worker.find(JOBSET, "remote") is not None
+    finally:
+        for manifest in reversed(worker_objects):
+            worker.kube.delete(
+                manifest["apiVersion"], manifest["kind"], name=manifest["metadata"]["name"]
+            )

@@ -93,8 +93,9 @@ def test_wait_returns_as_soon_as_the_probe_holds():
 
 def test_cli_reports_an_unknown_profile_in_one_line(capsys):
     assert main(["build", "--profile", "nope"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["trainjob-conformance: error: unknown profile 'nope'; choose one of: latest"]
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("trainjob-conformance: error: unknown profile 'nope'; choose one of: ")
+    assert "latest" in line.split("choose one of: ")[1].split(", ")
 
 
 def test_cli_down_without_state_is_a_clear_error(tmp_path, capsys):
@@ -110,3 +111,28 @@ def test_cli_render_rejects_wrong_types(capsys):
         == 2
     )
     assert "num_nodes must be integer" in capsys.readouterr().err
+
+
+def test_flattened_kubeconfig_inlines_certificate_files(tmp_path):
+    import base64
+
+    from trainjob_conformance.kube.kubeconfig import flattened
+
+    (tmp_path / "ca.crt").write_bytes(b"CA")
+    (tmp_path / "admin.key").write_bytes(b"KEY")
+    config = {
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {"server": "https://127.0.0.1:1", "certificate-authority": "ca.crt"},
+            }
+        ],
+        "users": [{"name": "u", "user": {"client-key": str(tmp_path / "admin.key")}}],
+    }
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(yaml.safe_dump(config))
+    flat = yaml.safe_load(flattened(path))
+    cluster = flat["clusters"][0]["cluster"]
+    assert "certificate-authority" not in cluster
+    assert base64.b64decode(cluster["certificate-authority-data"]) == b"CA"
+    assert base64.b64decode(flat["users"][0]["user"]["client-key-data"]) == b"KEY"

@@ -199,6 +199,32 @@ def trainjob_cluster(request: pytest.FixtureRequest) -> ClusterHandle:
         pytest.exit(f"trainjob-conformance: {error}", returncode=3)
 
 
+@pytest.fixture(scope="session")
+def trainjob_worker_cluster(
+    trainjob_cluster: ClusterHandle, request: pytest.FixtureRequest
+) -> ClusterHandle:
+    """A second embedded cluster with the same stack, for MultiKueue worker policies.
+
+    Started on first use by the process that needs it and stopped at the end of
+    that process's session.
+    """
+    from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
+
+    if trainjob_cluster.provider != "embedded" or trainjob_cluster.run_dir is None:
+        pytest.skip(
+            "a MultiKueue worker needs a second cluster, which only the embedded provider "
+            f"can start (this run uses {trainjob_cluster.provider!r})"
+        )
+    worker = EmbeddedStackCluster(
+        load_profile(trainjob_cluster.profile), trainjob_cluster.run_dir / f"worker-{os.getpid()}"
+    )
+    request.addfinalizer(worker.down)
+    try:
+        return worker.up()
+    except ConformanceError as error:
+        pytest.fail(f"could not start the MultiKueue worker cluster: {error}", pytrace=False)
+
+
 @pytest.fixture
 def trainjob_namespace(
     trainjob_cluster: ClusterHandle, request: pytest.FixtureRequest

@@ -77,6 +77,8 @@ class EmbeddedStackCluster:
             kubeconfig=kubeconfig,
             versions=dict(self.profile.versions),
             log_files={name: c.log_file for name, c in self.controllers.items()},
+            profile=self.profile.name,
+            run_dir=self.run_dir,
         )
         self._write_state(handle)
         say(

@@ -20,6 +20,8 @@ class ClusterHandle:
     provider: str
     kubeconfig: Path
     versions: dict[str, str]
+    profile: str = ""
+    run_dir: Path | None = None
     log_files: dict[str, Path] = field(default_factory=dict)
     log_tail: Callable[[str, int], str] | None = None
     _kube: Kube | None = None
@@ -44,6 +46,8 @@ class ClusterHandle:
             "provider": self.provider,
             "kubeconfig": str(self.kubeconfig),
             "versions": dict(self.versions),
+            "profile": self.profile,
+            "run_dir": str(self.run_dir) if self.run_dir else "",
             "log_files": {name: str(path) for name, path in self.log_files.items()},
         }
 
@@ -58,4 +62,6 @@ class ClusterHandle:
             kubeconfig=Path(str(data["kubeconfig"])),
             versions={str(k): str(v) for k, v in versions.items()},
             log_files={str(k): Path(str(v)) for k, v in log_files.items()},
+            profile=str(data.get("profile") or ""),
+            run_dir=Path(str(data["run_dir"])) if data.get("run_dir") else None,
         )
