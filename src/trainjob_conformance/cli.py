@@ -85,21 +85,81 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    load_profile(args.profile)  # an unknown profile fails here, in one line
+def _pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
     command = [
         sys.executable,
         "-m",
         "pytest",
         "e2e",
-        f"--trainjob-profile={args.profile}",
+        f"--trainjob-profile={profile}",
+        f"--trainjob-cluster={args.cluster}",
         "-n",
         str(args.workers),
         "-p",
         "no:cacheprovider",
-        *args.pytest_args,
     ]
-    return subprocess.call(command)
+    if args.kubeconfig:
+        command.append(f"--trainjob-kubeconfig={Path(args.kubeconfig).resolve()}")
+    if args.report:
+        report = Path(args.report).resolve()
+        command += [f"--trainjob-report={report}", f"--junitxml={report / f'{profile}-junit.xml'}"]
+    return [*command, *args.pytest_args]
+
+
+def _check_cluster_args(args: argparse.Namespace) -> None:
+    if args.cluster == "existing" and not args.kubeconfig:
+        raise ConformanceError(
+            "--cluster existing needs --kubeconfig PATH (the current kubectl context is never used)"
+        )
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        raise ConformanceError(f"kubeconfig {args.kubeconfig} does not exist")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    load_profile(args.profile)  # an unknown profile fails here, in one line
+    _check_cluster_args(args)
+    return subprocess.call(_pytest_command(args, args.profile))
+
+
+def _cmd_matrix(args: argparse.Namespace) -> int:
+    from trainjob_conformance.report.model import read_reports
+    from trainjob_conformance.report.render import write_reports
+
+    profiles = args.profiles.split(",") if args.profiles else profile_names()
+    for name in profiles:
+        load_profile(name)
+    _check_cluster_args(args)
+    worst = 0
+    for name in profiles:
+        print(f"[trainjob-conformance] profile {name}", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        code = subprocess.call(_pytest_command(args, name))
+        print(
+            f"[trainjob-conformance] profile {name}: exit {code} in {time.monotonic() - started:.0f}s",
+            file=sys.stderr,
+        )
+        worst = max(worst, code)
+    md, page = write_reports(read_reports(Path(args.report)), Path(args.report))
+    print(f"matrix report: {md} and {page}")
+    return worst
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from trainjob_conformance.report.model import read_reports
+    from trainjob_conformance.report.render import write_reports
+
+    md, page = write_reports(read_reports(Path(args.results)), Path(args.output or args.results))
+    print(f"{md}\n{page}")
+    return 0
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from trainjob_conformance.report.diff import diff_reports
+    from trainjob_conformance.report.model import read_reports
+
+    diff = diff_reports(read_reports(Path(args.old)), read_reports(Path(args.new)))
+    print("\n".join(diff.lines()))
+    return 1 if diff.regressed else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,11 +201,45 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--templates", default="templates", help="template directory")
     render.set_defaults(func=_cmd_render)
 
-    run = sub.add_parser("run", help="run the conformance suite on the embedded cluster")
+    def with_cluster(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--cluster",
+            choices=["embedded", "existing", "kind"],
+            default="embedded",
+            help="where to run (default: %(default)s)",
+        )
+        p.add_argument("--kubeconfig", help="kubeconfig of the cluster for --cluster existing")
+        p.add_argument("-n", "--workers", type=int, default=2, help="parallel workers")
+        p.add_argument(
+            "--report",
+            default="reports",
+            help="directory for results, JUnit XML, diagnostics and the report (default: %(default)s)",
+        )
+        p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+
+    run = sub.add_parser("run", help="run the conformance suite on one profile")
     with_profile(run)
-    run.add_argument("-n", "--workers", type=int, default=2, help="parallel workers")
-    run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    with_cluster(run)
     run.set_defaults(func=_cmd_run)
+
+    matrix = sub.add_parser(
+        "matrix", help="run the suite on several profiles and report the matrix"
+    )
+    matrix.add_argument(
+        "--profiles", help=f"comma-separated (default: all of {', '.join(profile_names())})"
+    )
+    with_cluster(matrix)
+    matrix.set_defaults(func=_cmd_matrix)
+
+    report = sub.add_parser("report", help="render Markdown and HTML from result files")
+    report.add_argument("results", help="a result JSON or a report directory")
+    report.add_argument("--output", help="where to write (default: beside the results)")
+    report.set_defaults(func=_cmd_report)
+
+    diff = sub.add_parser("diff", help="compare two reports; exit 1 on a regression")
+    diff.add_argument("old", help="earlier result JSON or report directory")
+    diff.add_argument("new", help="later result JSON or report directory")
+    diff.set_defaults(func=_cmd_diff)
     return parser
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -28,6 +29,8 @@ from trainjob_conformance.policies.catalog import Outcome, Policy, load_catalog
 from trainjob_conformance.policies.view import TrainJobView
 from trainjob_conformance.render.overrides import detect_shape
 from trainjob_conformance.render.templates import TemplateSet
+from trainjob_conformance.report.model import PolicyResult, RunReport, read_reports
+from trainjob_conformance.report.render import write_reports
 from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, load_profile
 
 _WORKER_KEY = "trainjob_cluster"
@@ -72,6 +75,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=Path,
         default=None,
         help="template directory (default: <rootdir>/templates)",
+    )
+    group.addoption(
+        "--trainjob-report",
+        type=Path,
+        default=None,
+        help="write <DIR>/<profile>.json, failure diagnostics, and the policy x profile "
+        "matrix as conformance.md and conformance.html",
     )
     group.addoption(
         "--trainjob-run-dir",
@@ -385,6 +395,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append(("policy_result", _policy_result(report)))
 
 
+def _reason(report: pytest.TestReport) -> str:
+    """One line saying why a test did not simply pass."""
+    if hasattr(report, "wasxfail"):
+        return str(report.wasxfail)
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # a skip: (path, line, "Skipped: why")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and crash.message:
+        return str(crash.message).strip().splitlines()[0]
+    text = str(longrepr or "").strip()
+    return text.splitlines()[-1] if text else ""
+
+
 def _policy_result(report: pytest.TestReport) -> str:
     if hasattr(report, "wasxfail"):
         return "known-gap"
@@ -403,20 +427,63 @@ class _PolicyResults:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[PolicyResult] = []
+        self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.started_monotonic = time.monotonic()
+
+    @property
+    def report_dir(self) -> Path | None:
+        option = self.config.getoption("--trainjob-report")
+        return Path(option).resolve() if option else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         if "policy_result" not in props:
             return
-        self.rows.append(
-            {
-                "policy": props.get("policy"),
-                "result": props["policy_result"],
-                "seconds": round(report.duration, 1),
-                "test": report.nodeid,
-            }
+        policy_id = str(props.get("policy"))
+        result = str(props["policy_result"])
+        row = PolicyResult(
+            policy=policy_id,
+            title=_catalog(self.config)[policy_id].title,
+            result=result,
+            seconds=round(report.duration, 1),
+            test=report.nodeid,
+            reason=_reason(report) if result != "pass" else "",
         )
+        if result in ("FAIL", "GAP-CLOSED", "known-gap") and self.report_dir is not None:
+            row.diagnostics = self._write_diagnostics(report)
+        self.rows.append(row)
+
+    def _write_diagnostics(self, report: pytest.TestReport) -> str:
+        assert self.report_dir is not None
+        owner: _ClusterOwner = self.config.stash[_OWNER_KEY]
+        profile = self.config.getoption("--trainjob-profile")
+        if owner.handle is not None and owner.handle.profile:
+            profile = owner.handle.profile
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", report.nodeid).strip("_") + ".txt"
+        relative = Path("diagnostics") / profile / name
+        path = self.report_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(report.longreprtext or _reason(report))
+        return str(relative)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.report_dir is None or not self.rows or hasattr(self.config, "workerinput"):
+            return
+        owner: _ClusterOwner = self.config.stash[_OWNER_KEY]
+        handle = owner.handle
+        run = RunReport(
+            profile=(handle.profile if handle and handle.profile else "")
+            or self.config.getoption("--trainjob-profile"),
+            provider=handle.provider if handle else "unknown",
+            versions=dict(handle.versions) if handle else {},
+            started=self.started,
+            wall_seconds=round(time.monotonic() - self.started_monotonic, 1),
+            cluster_start_seconds=owner.startup_seconds,
+            results=sorted(self.rows, key=lambda r: (r.policy, r.test)),
+        )
+        run.write(self.report_dir)
+        write_reports(read_reports(self.report_dir), self.report_dir)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows:
@@ -428,7 +495,9 @@ class _PolicyResults:
             terminalreporter.write_line(f"cluster: {owner.handle.provider}; {versions}")
         if owner.startup_seconds is not None:
             terminalreporter.write_line(f"cluster start: {owner.startup_seconds:.1f}s")
-        for row in sorted(self.rows, key=lambda r: (r["policy"], r["test"])):
+        for row in sorted(self.rows, key=lambda r: (r.policy, r.test)):
             terminalreporter.write_line(
-                f"{row['policy']:14} {row['result']:15} {row['seconds']:7.1f}s  {row['test']}"
+                f"{row.policy:14} {row.result:15} {row.seconds:7.1f}s  {row.test}"
             )
+        if self.report_dir is not None:
+            terminalreporter.write_line(f"report: {self.report_dir / 'conformance.html'}")

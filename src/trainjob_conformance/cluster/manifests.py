@@ -80,6 +80,8 @@ def _kueue_selectors(webhook: Manifest) -> dict[str, Any]:
 
 
 def _trainer_selectors(webhook: Manifest) -> dict[str, Any]:
+    # Only releases whose webhook kustomization carries this patch (v2.2+) get
+    # it; see ProductManifests.selector_patch_file.
     # manifests/base/webhook/patch_validating.yaml: runtimes labelled
     # webhook-validation=disabled (the upstream runtime overlay) skip validation.
     if webhook["name"] in (
@@ -111,6 +113,9 @@ class ProductManifests:
     config_names: dict[str, str]
     keep_webhook: Callable[[Manifest], bool] = _keep_all
     selectors: Callable[[Manifest], dict[str, Any]] = field(default=lambda webhook: {})
+    # The upstream patch file the selectors reproduce; a release without it
+    # gets none (Trainer v2.1 has no runtime-validation opt-out).
+    selector_patch_file: str | None = None
 
 
 PRODUCTS: dict[str, ProductManifests] = {
@@ -147,6 +152,7 @@ PRODUCTS: dict[str, ProductManifests] = {
             "ValidatingWebhookConfiguration": "validator.trainer.kubeflow.org",
         },
         selectors=_trainer_selectors,
+        selector_patch_file="manifests/base/webhook/patch_validating.yaml",
     ),
 }
 
@@ -219,6 +225,9 @@ def webhook_configurations(
     source: Path, product_key: str, port: int, ca_pem: bytes
 ) -> list[Manifest]:
     product = PRODUCTS[product_key]
+    patched = (
+        product.selector_patch_file is None or (source / product.selector_patch_file).is_file()
+    )
     result = []
     for doc in load_documents(source / product.webhook_file):
         kind = doc.get("kind")
@@ -230,7 +239,8 @@ def webhook_configurations(
                 continue
             service = webhook["clientConfig"].get("service") or {}
             webhook["clientConfig"] = loopback_client_config(port, service.get("path", "/"), ca_pem)
-            webhook.update(product.selectors(webhook))
+            if patched:
+                webhook.update(product.selectors(webhook))
             webhooks.append(webhook)
         doc["metadata"] = {"name": product.config_names[kind]}
         doc["webhooks"] = webhooks

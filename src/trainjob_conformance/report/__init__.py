@@ -1,0 +1,1 @@
+"""Conformance reports: per-run results, the policy x profile matrix, and diffs."""

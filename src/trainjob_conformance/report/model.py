@@ -1,0 +1,73 @@
+"""The result file a run writes, one per profile, and how to read them back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from trainjob_conformance.errors import ConformanceError
+
+PASS = "pass"
+FAIL = "FAIL"
+KNOWN_GAP = "known-gap"
+GAP_CLOSED = "GAP-CLOSED"
+NOT_APPLICABLE = "not-applicable"
+RESULTS = (PASS, FAIL, KNOWN_GAP, GAP_CLOSED, NOT_APPLICABLE)
+FORMAT_VERSION = 1
+
+
+@dataclass
+class PolicyResult:
+    policy: str
+    title: str
+    result: str
+    seconds: float
+    test: str
+    reason: str = ""
+    diagnostics: str = ""  # path, relative to the report directory
+
+
+@dataclass
+class RunReport:
+    profile: str
+    provider: str
+    versions: dict[str, str]
+    started: str
+    wall_seconds: float
+    cluster_start_seconds: float | None
+    results: list[PolicyResult] = field(default_factory=list)
+    format: int = FORMAT_VERSION
+
+    def by_test(self) -> dict[str, PolicyResult]:
+        return {r.test: r for r in self.results}
+
+    def write(self, directory: Path) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{self.profile}.json"
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> RunReport:
+        try:
+            data = json.loads(path.read_text())
+            results = [PolicyResult(**row) for row in data.pop("results")]
+            return cls(**data, results=results)
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            raise ConformanceError(
+                f"{path} is not a trainjob-conformance result file: {error}"
+            ) from None
+
+
+def read_reports(path: Path) -> list[RunReport]:
+    """One result file, or every result file in a report directory."""
+    if path.is_file():
+        return [RunReport.read(path)]
+    if path.is_dir():
+        reports = [RunReport.read(p) for p in sorted(path.glob("*.json"))]
+        if reports:
+            return reports
+    raise ConformanceError(
+        f"no trainjob-conformance results at {path} (expected DIR/<profile>.json)"
+    )

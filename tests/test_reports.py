@@ -1,0 +1,122 @@
+import pytest
+
+from trainjob_conformance.cli import main
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.report.diff import diff_reports
+from trainjob_conformance.report.model import PolicyResult, RunReport, read_reports
+from trainjob_conformance.report.render import html_page, markdown
+
+
+def run(profile, *results):
+    return RunReport(
+        profile=profile,
+        provider="embedded",
+        versions={"trainer": "v2.3.0"},
+        started="2026-11-22T00:00:00Z",
+        wall_seconds=60.0,
+        cluster_start_seconds=15.0,
+        results=[
+            PolicyResult(
+                policy=p,
+                title=f"title of {p}",
+                result=r,
+                seconds=1.0,
+                test=f"e2e/t.py::{p}",
+                reason=why,
+            )
+            for p, r, why in results
+        ],
+    )
+
+
+def test_matrix_has_one_row_per_policy_and_one_column_per_profile():
+    text = markdown(
+        [
+            run("latest", ("TJ-A", "pass", ""), ("TJ-B", "pass", "")),
+            run("trainer-2.2", ("TJ-A", "pass", ""), ("TJ-B", "known-gap", "gap #1")),
+        ]
+    )
+    assert "| policy | title | latest | trainer-2.2 |" in text
+    assert "| TJ-A | title of TJ-A | pass | pass |" in text
+    assert "| TJ-B | title of TJ-B | pass | known gap |" in text
+    assert "known gap **TJ-B** on trainer-2.2: gap #1" in text
+
+
+def test_parametrized_policy_shows_its_worst_result():
+    report = run("latest", ("TJ-A", "pass", ""), ("TJ-A", "FAIL", "boom"))
+    report.results[1].test = "e2e/t.py::TJ-A[2]"
+    assert "| TJ-A | title of TJ-A | FAIL |" in markdown([report])
+
+
+def test_html_is_self_contained_and_escapes_reasons():
+    page = html_page([run("latest", ("TJ-A", "FAIL", "<script>alert(1)</script>"))])
+    assert page.startswith("<!doctype html>") and "<style>" in page
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "src=" not in page and "<link" not in page
+
+
+def test_reports_round_trip_through_files(tmp_path):
+    original = run("latest", ("TJ-A", "known-gap", "gap"))
+    original.write(tmp_path)
+    (loaded,) = read_reports(tmp_path)
+    assert loaded == original
+
+
+def test_unreadable_results_are_one_clear_error(tmp_path):
+    (tmp_path / "latest.json").write_text("{}")
+    with pytest.raises(ConformanceError, match="is not a trainjob-conformance result file"):
+        read_reports(tmp_path)
+    with pytest.raises(ConformanceError, match="no trainjob-conformance results"):
+        read_reports(tmp_path / "nowhere")
+
+
+def test_diff_names_regressions_and_improvements():
+    old = [
+        run(
+            "latest",
+            ("TJ-A", "pass", ""),
+            ("TJ-B", "FAIL", "x"),
+            ("TJ-C", "pass", ""),
+            ("TJ-D", "known-gap", ""),
+        )
+    ]
+    new = [
+        run(
+            "latest",
+            ("TJ-A", "FAIL", "y"),
+            ("TJ-B", "pass", ""),
+            ("TJ-C", "known-gap", ""),
+            ("TJ-D", "pass", ""),
+        )
+    ]
+    diff = diff_reports(old, new)
+    assert diff.regressed
+    assert diff.newly_failing == ["TJ-A on latest (e2e/t.py::TJ-A): pass -> FAIL"]
+    assert diff.newly_passing == ["TJ-B on latest (e2e/t.py::TJ-B): FAIL -> pass"]
+    assert diff.new_known_gaps == ["TJ-C on latest (e2e/t.py::TJ-C): pass -> known-gap"]
+    assert diff.closed_gaps == ["TJ-D on latest (e2e/t.py::TJ-D): known-gap -> pass"]
+
+
+def test_diff_of_identical_runs_is_no_change():
+    same = [run("latest", ("TJ-A", "pass", ""))]
+    diff = diff_reports(same, same)
+    assert not diff.regressed and diff.lines() == ["no change"]
+
+
+def test_a_policy_that_disappears_is_a_regression():
+    diff = diff_reports([run("latest", ("TJ-A", "pass", ""))], [run("latest")])
+    assert diff.regressed and diff.missing == ["TJ-A on latest (e2e/t.py::TJ-A)"]
+
+
+def test_cli_diff_exits_non_zero_on_regression(tmp_path, capsys):
+    run("latest", ("TJ-A", "pass", "")).write(tmp_path / "yesterday")
+    run("latest", ("TJ-A", "FAIL", "boom")).write(tmp_path / "today")
+    assert main(["diff", str(tmp_path / "yesterday"), str(tmp_path / "today")]) == 1
+    assert "newly failing: TJ-A on latest" in capsys.readouterr().out
+    assert main(["diff", str(tmp_path / "yesterday"), str(tmp_path / "yesterday")]) == 0
+
+
+def test_cli_report_renders_both_formats(tmp_path):
+    run("latest", ("TJ-A", "pass", "")).write(tmp_path)
+    assert main(["report", str(tmp_path)]) == 0
+    assert (tmp_path / "conformance.md").is_file() and (tmp_path / "conformance.html").is_file()
