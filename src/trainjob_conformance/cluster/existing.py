@@ -9,7 +9,11 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.cluster.handle import ClusterHandle
-from trainjob_conformance.cluster.introspect import detect_stack, missing_components
+from trainjob_conformance.cluster.introspect import (
+    detect_stack,
+    missing_components,
+    pod_log_tailer,
+)
 from trainjob_conformance.cluster.readiness import (
     TORCH_RUNTIME,
     standard_probes,
@@ -73,7 +77,7 @@ class ExistingCluster:
             handle = ClusterHandle(
                 provider="existing", kubeconfig=self.kubeconfig, versions=stack.versions
             )
-            handle.log_tail = _pod_log_tailer(kube, stack.controller_pods)
+            handle.log_tail = pod_log_tailer(kube, stack.controller_pods)
             detected_from = "; ".join(
                 f"{k} {v} ({stack.sources[k]})" for k, v in stack.versions.items()
             )
@@ -92,18 +96,3 @@ class ExistingCluster:
 
     def down(self) -> None:
         """Nothing to stop: the harness did not start this cluster."""
-
-
-def _pod_log_tailer(kube: Kube, pods: dict[str, tuple[str, str]]):
-    def tail(component: str, lines: int) -> str:
-        if component not in pods:
-            return f"(no controller Deployment found for {component})"
-        namespace, selector = pods[component]
-        found = kube.core.list_namespaced_pod(namespace, label_selector=selector).items
-        if not found:
-            return f"(no {component} Pod in {namespace} matching {selector})"
-        return str(
-            kube.core.read_namespaced_pod_log(found[0].metadata.name, namespace, tail_lines=lines)
-        )
-
-    return tail

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,3 +97,20 @@ def detect_stack(kube: Kube, fallback: dict[str, str], fallback_source: str) -> 
             versions[component] = version
             sources[component] = fallback_source
     return DetectedStack(versions=versions, sources=sources, controller_pods=pods)
+
+
+def pod_log_tailer(kube: Kube, pods: dict[str, tuple[str, str]]) -> Callable[[str, int], str]:
+    """Log tails of in-cluster controllers, found by namespace and label selector."""
+
+    def tail(component: str, lines: int) -> str:
+        if component not in pods:
+            return f"(no controller Deployment found for {component})"
+        namespace, selector = pods[component]
+        found = kube.core.list_namespaced_pod(namespace, label_selector=selector).items
+        if not found:
+            return f"(no {component} Pod in {namespace} matching {selector})"
+        return str(
+            kube.core.read_namespaced_pod_log(found[0].metadata.name, namespace, tail_lines=lines)
+        )
+
+    return tail

@@ -37,10 +37,9 @@ def make_provider(request: ClusterRequest) -> ClusterProvider:
 
         return ExistingCluster(request.kubeconfig, request.profile)
     if request.provider == "kind":
-        raise ConformanceError(
-            "the 'kind' cluster provider is not available yet in this version; "
-            "use --trainjob-cluster=embedded or existing"
-        )
+        from trainjob_conformance.cluster.kind import KindStackCluster
+
+        return KindStackCluster(request.profile, request.run_dir)
     raise ConformanceError(
         f"unknown cluster provider {request.provider!r}; choose one of: {', '.join(PROVIDERS)}"
     )

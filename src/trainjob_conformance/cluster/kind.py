@@ -1,0 +1,157 @@
+"""kind clusters (through pytest-kind-ng) with the stack from upstream release manifests.
+
+The install follows the upstream e2e setups: JobSet's and Kueue's release
+manifests, the Trainer's manager and runtimes kustomize overlays at the
+release tag, each waited for before the next. Needs Docker, kind and network
+access to GitHub and the image registries.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.introspect import pod_log_tailer
+from trainjob_conformance.cluster.processes import register_cleanup, unregister_cleanup
+from trainjob_conformance.cluster.readiness import standard_probes, wait_for_admission
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.progress import step
+from trainjob_conformance.stack.profiles import Profile
+
+NODE_IMAGE = "kindest/node:{kubernetes}"
+JOBSET_MANIFESTS = (
+    "https://github.com/kubernetes-sigs/jobset/releases/download/{jobset}/manifests.yaml"
+)
+KUEUE_MANIFESTS = (
+    "https://github.com/kubernetes-sigs/kueue/releases/download/{kueue}/manifests.yaml"
+)
+TRAINER_MANAGER = "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref={trainer}"
+TRAINER_RUNTIMES = (
+    "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref={trainer}"
+)
+CONTROLLERS = {
+    "jobset": ("jobset-system", "jobset-controller-manager", "control-plane=controller-manager"),
+    "trainer": (
+        "kubeflow-system",
+        "kubeflow-trainer-controller-manager",
+        "app.kubernetes.io/name=trainer",
+    ),
+    "kueue": ("kueue-system", "kueue-controller-manager", "control-plane=controller-manager"),
+}
+_ROLLOUT_TIMEOUT = "300s"
+
+
+def install_plan(profile: Profile) -> list[list[str]]:
+    """kubectl argument lists that install the stack, in dependency order."""
+    versions = profile.versions
+
+    def rollout(component: str) -> list[str]:
+        namespace, deployment, _ = CONTROLLERS[component]
+        return [
+            "-n",
+            namespace,
+            "rollout",
+            "status",
+            f"deployment/{deployment}",
+            f"--timeout={_ROLLOUT_TIMEOUT}",
+        ]
+
+    return [
+        ["apply", "--server-side", "-f", JOBSET_MANIFESTS.format(**versions)],
+        rollout("jobset"),
+        # The Trainer needs the JobSet CRD; Kueue's TrainJob integration needs both.
+        ["apply", "--server-side", "-k", TRAINER_MANAGER.format(**versions)],
+        rollout("trainer"),
+        ["apply", "--server-side", "-k", TRAINER_RUNTIMES.format(**versions)],
+        ["apply", "--server-side", "-f", KUEUE_MANIFESTS.format(**versions)],
+        rollout("kueue"),
+    ]
+
+
+def _executable(explicit: str | None, name: str, hint: str) -> Path:
+    found = explicit or shutil.which(name)
+    if not found or not os.access(found, os.X_OK):
+        raise ConformanceError(f"no {name} executable found: {hint}")
+    return Path(found)
+
+
+class KindStackCluster:
+    """A kind cluster this run creates, installs the stack on, and deletes."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        run_dir: Path,
+        kind_bin: str | None = None,
+        kubectl_bin: str | None = None,
+    ) -> None:
+        self.profile = profile
+        self.run_dir = run_dir
+        self.name = f"tjc-{profile.name.replace('.', '-')}"
+        self.kind_bin = _executable(
+            kind_bin or os.environ.get("KIND"),
+            "kind",
+            "install kind (https://kind.sigs.k8s.io) or set KIND=/path/to/kind",
+        )
+        self.kubectl_bin = _executable(
+            kubectl_bin or os.environ.get("KUBECTL"),
+            "kubectl",
+            "install kubectl or set KUBECTL=/path/to/kubectl",
+        )
+        self._cluster = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.run_dir / "kind-kubeconfig.yaml"
+
+    def create_and_install(self) -> None:
+        try:
+            from pytest_kind import KindCluster
+        except ImportError:
+            raise ConformanceError(
+                "the kind provider needs pytest-kind-ng: pip install 'trainjob-conformance[kind]'"
+            ) from None
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._cluster = KindCluster(
+            self.name,
+            kubeconfig=self.kubeconfig,
+            image=NODE_IMAGE.format(**self.profile.versions),
+            kind_path=self.kind_bin,
+            kubectl_path=self.kubectl_bin,
+        )
+        register_cleanup(self.down)
+        with step(f"creating kind cluster {self.name}"):
+            self._cluster.create()
+        with step("installing JobSet, Trainer and Kueue from their release manifests"):
+            for args in install_plan(self.profile):
+                try:
+                    self._cluster.kubectl(*args, stderr=subprocess.STDOUT)
+                except subprocess.CalledProcessError as error:
+                    raise ConformanceError(
+                        f"kubectl {' '.join(args)} failed:\n{error.output}"
+                    ) from None
+
+    def up(self) -> ClusterHandle:
+        self.create_and_install()
+        kube = Kube(api_client_for(self.kubeconfig))
+        wait_for_admission(kube, standard_probes(), timeout=120, log_tails=lambda: "")
+        handle = ClusterHandle(
+            provider="kind",
+            kubeconfig=self.kubeconfig,
+            versions=dict(self.profile.versions),
+            profile=self.profile.name,
+            run_dir=self.run_dir,
+        )
+        pods = {name: (ns, selector) for name, (ns, _, selector) in CONTROLLERS.items()}
+        handle.log_tail = pod_log_tailer(kube, pods)
+        return handle
+
+    def down(self) -> None:
+        unregister_cleanup(self.down)
+        if self._cluster is not None:
+            self._cluster.delete()
+            self._cluster = None
