@@ -106,7 +106,16 @@ def _pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
     return [*command, *args.pytest_args]
 
 
+def _check_suite_present() -> None:
+    if not Path("e2e").is_dir() or not Path("fixtures", "policies.yaml").is_file():
+        raise ConformanceError(
+            f"no conformance suite in {Path.cwd()} (e2e/ and fixtures/policies.yaml): "
+            "run this from the trainjob-conformance checkout"
+        )
+
+
 def _check_cluster_args(args: argparse.Namespace) -> None:
+    _check_suite_present()
     if args.cluster == "existing" and not args.kubeconfig:
         raise ConformanceError(
             "--cluster existing needs --kubeconfig PATH (the current kubectl context is never used)"
