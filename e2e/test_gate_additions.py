@@ -17,16 +17,12 @@ GATES = ["example.com/gate-a", "example.com/gate-b"]
 ADDED_GATE = "example.com/added-late"
 
 
-def create_gated(view, templates, runtime, name="gated"):
-    view.create(
-        templates.render_one(
-            "trainjob",
-            name=name,
-            namespace=view.namespace,
-            runtime=runtime,
-            num_nodes=2,
-            pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
-        )
+def create_gated(view, runtime, name="gated"):
+    view.create_trainjob(
+        name,
+        runtime=runtime,
+        num_nodes=2,
+        pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
     )
     return view.wait(
         "2 Pods reported SchedulingGated",
@@ -39,10 +35,8 @@ def create_gated(view, templates, runtime, name="gated"):
 
 
 @pytest.mark.policy("TJ-GATE-003")
-def test_api_server_rejects_adding_a_gate_to_an_existing_pod(
-    trainjob_view, trainjob_templates, training_runtime
-):
-    pods = create_gated(trainjob_view, trainjob_templates, training_runtime())
+def test_api_server_rejects_adding_a_gate_to_an_existing_pod(trainjob_view, training_runtime):
+    pods = create_gated(trainjob_view, training_runtime())
     pod = pods[0]["metadata"]["name"]
     more_gates = [{"name": gate} for gate in [*GATES, ADDED_GATE]]
 
@@ -62,11 +56,7 @@ def test_trainer_webhook_rejects_adding_a_gate_to_a_running_trainjob(
 ):
     view = trainjob_view
     runtime = training_runtime(hold=True)
-    view.create(
-        trainjob_templates.render_one(
-            "trainjob", name="running", namespace=view.namespace, runtime=runtime, num_nodes=2
-        )
-    )
+    view.create_trainjob("running", runtime=runtime, num_nodes=2)
     wait_running(view, "running", 2)
     with_gate = trainjob_templates.override_fields(
         [{"target_job": "node", "scheduling_gates": [ADDED_GATE]}]
@@ -82,12 +72,10 @@ def test_trainer_webhook_rejects_adding_a_gate_to_a_running_trainjob(
 
 
 @pytest.mark.policy("TJ-GATE-005")
-def test_removing_the_gates_lets_the_pods_schedule_and_run(
-    trainjob_view, trainjob_templates, training_runtime
-):
+def test_removing_the_gates_lets_the_pods_schedule_and_run(trainjob_view, training_runtime):
     view = trainjob_view
     runtime = training_runtime(hold=True)
-    pods = create_gated(view, trainjob_templates, runtime)
+    pods = create_gated(view, runtime)
 
     for pod in pods:
         patch_pod(view, pod["metadata"]["name"], {"spec": {"schedulingGates": None}})

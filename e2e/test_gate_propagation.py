@@ -17,20 +17,14 @@ GATES = ["example.com/gate-a", "example.com/gate-b"]
 
 
 @pytest.mark.policy("TJ-GATE-001")
-def test_scheduling_gates_propagate_to_jobset_jobs_and_pods(
-    trainjob_view, trainjob_templates, training_runtime
-):
+def test_scheduling_gates_propagate_to_jobset_jobs_and_pods(trainjob_view, training_runtime):
     view = trainjob_view
     runtime = training_runtime()
-    view.create(
-        trainjob_templates.render_one(
-            "trainjob",
-            name="gated",
-            namespace=view.namespace,
-            runtime=runtime,
-            num_nodes=2,
-            pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
-        )
+    view.create_trainjob(
+        "gated",
+        runtime=runtime,
+        num_nodes=2,
+        pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
     )
 
     jobset = view.wait("JobSet gated", lambda: view.find(JOBSET, "gated"))
@@ -58,19 +52,15 @@ def test_scheduling_gates_propagate_to_jobset_jobs_and_pods(
 
 @pytest.mark.policy("TJ-GATE-002")
 def test_gates_targeted_at_one_replicated_job_do_not_leak_into_another(
-    trainjob_view, trainjob_templates, training_runtime
+    trainjob_view, training_runtime
 ):
     view = trainjob_view
     runtime = training_runtime(extra_jobs=["aux"])
-    view.create(
-        trainjob_templates.render_one(
-            "trainjob",
-            name="targeted",
-            namespace=view.namespace,
-            runtime=runtime,
-            num_nodes=2,
-            pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
-        )
+    view.create_trainjob(
+        "targeted",
+        runtime=runtime,
+        num_nodes=2,
+        pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
     )
 
     jobset = view.wait("JobSet targeted", lambda: view.find(JOBSET, "targeted"))

@@ -30,17 +30,13 @@ MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 PER_NODE = {"requests": {"cpu": "2", "memory": "1Gi"}}
 
 
-def submit(view, templates, runtime, queue, name, num_nodes=2, resources=None):
-    return view.create(
-        templates.render_one(
-            "trainjob",
-            name=name,
-            namespace=view.namespace,
-            runtime=runtime,
-            queue_name=queue,
-            num_nodes=num_nodes,
-            resources_per_node=resources or PER_NODE,
-        )
+def submit(view, runtime, queue, name, num_nodes=2, resources=None):
+    return view.create_trainjob(
+        name,
+        runtime=runtime,
+        queue_name=queue,
+        num_nodes=num_nodes,
+        resources_per_node=resources or PER_NODE,
     )
 
 
@@ -57,12 +53,12 @@ def resumed(view, name):
 
 @pytest.mark.policy("KQ-ADMIT-001")
 def test_queued_trainjob_is_suspended_on_creation_and_gets_a_workload(
-    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue
 ):
     view = trainjob_view
     queue = kueue_queue()
 
-    created = submit(view, trainjob_templates, training_runtime(), queue, "queued")
+    created = submit(view, training_runtime(), queue, "queued")
 
     assert created["spec"].get("suspend") is True, "Kueue's webhook did not suspend the TrainJob"
     workload = wait_workload(view, "queued")
@@ -71,11 +67,11 @@ def test_queued_trainjob_is_suspended_on_creation_and_gets_a_workload(
 
 @pytest.mark.policy("KQ-ADMIT-002")
 def test_admitted_trainjob_is_resumed_with_kueues_runtime_patch(
-    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue
 ):
     view = trainjob_view
     queue = kueue_queue(node_labels={BLOCK: "block-b"})
-    submit(view, trainjob_templates, training_runtime(), queue, "admit")
+    submit(view, training_runtime(), queue, "admit")
 
     admitted(view, wait_workload(view, "admit")["metadata"]["name"])
     trainjob = resumed(view, "admit")
@@ -87,11 +83,11 @@ def test_admitted_trainjob_is_resumed_with_kueues_runtime_patch(
 
 @pytest.mark.policy("KQ-ADMIT-003")
 def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
-    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue
 ):
     view = trainjob_view
     queue = kueue_queue(node_labels={BLOCK: "block-b"})
-    submit(view, trainjob_templates, training_runtime(hold=True), queue, "placed")
+    submit(view, training_runtime(hold=True), queue, "placed")
 
     pods = wait_running(view, "placed", 2)
 
@@ -103,11 +99,11 @@ def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
         assert node.metadata.labels[BLOCK] == "block-b", f"{name} runs on {node.metadata.name}"
 
 
-def fill_the_quota(view, templates, runtime, queue):
+def fill_the_quota(view, runtime, queue):
     """The first TrainJob takes the whole 4-CPU quota; the second does not fit."""
-    submit(view, templates, runtime, queue, "first")
+    submit(view, runtime, queue, "first")
     wait_running(view, "first", 2)
-    submit(view, templates, runtime, queue, "second")
+    submit(view, runtime, queue, "second")
     return view.wait(
         "the Workload of TrainJob second to be pending for quota",
         lambda: (
@@ -121,12 +117,12 @@ def fill_the_quota(view, templates, runtime, queue):
 
 @pytest.mark.policy("KQ-QUOTA-001")
 def test_trainjob_beyond_quota_waits_suspended_without_pods(
-    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue
 ):
     view = trainjob_view
     queue = kueue_queue(cpu="4")
 
-    pending = fill_the_quota(view, trainjob_templates, training_runtime(hold=True), queue)
+    pending = fill_the_quota(view, training_runtime(hold=True), queue)
 
     assert condition_of(pending, "Admitted").get("status") != "True"
     assert view.get(TRAINJOB, "second")["spec"]["suspend"] is True
@@ -135,11 +131,11 @@ def test_trainjob_beyond_quota_waits_suspended_without_pods(
 
 @pytest.mark.policy("KQ-QUOTA-002")
 def test_waiting_trainjob_runs_once_the_first_finishes(
-    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue
 ):
     view = trainjob_view
     queue = kueue_queue(cpu="4")
-    fill_the_quota(view, trainjob_templates, training_runtime(hold=True), queue)
+    fill_the_quota(view, training_runtime(hold=True), queue)
 
     release_held_pods(view, "first")
     view.wait_for_condition(TRAINJOB, "first", "Complete", timeout=90)
@@ -148,9 +144,9 @@ def test_waiting_trainjob_runs_once_the_first_finishes(
     wait_running(view, "second", 2)
 
 
-def watch_tas_placement(view, templates, runtime, queue):
+def watch_tas_placement(view, runtime, queue):
     since = view.pods_resource_version()
-    submit(view, templates, runtime, queue, "tas")
+    submit(view, runtime, queue, "tas")
 
     def all_placed(history):
         latest = [versions[-1] for versions in history.values()]
@@ -163,13 +159,13 @@ def watch_tas_placement(view, templates, runtime, queue):
 
 @pytest.mark.policy("KQ-TAS-001")
 def test_tas_pods_are_created_behind_the_topology_gate(
-    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue
 ):
     view = trainjob_view
     queue = kueue_queue(node_labels={"type": "kwok"}, topology=True)
     runtime = training_runtime(hold=True, required_topology=RACK)
 
-    history = watch_tas_placement(view, trainjob_templates, runtime, queue)
+    history = watch_tas_placement(view, runtime, queue)
 
     for name, versions in history.items():
         assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
@@ -184,7 +180,7 @@ def test_kueue_ungates_tas_pods_into_one_topology_domain(
     queue = kueue_queue(node_labels={"type": "kwok"}, topology=True)
     runtime = training_runtime(hold=True, required_topology=RACK)
 
-    history = watch_tas_placement(view, trainjob_templates, runtime, queue)
+    history = watch_tas_placement(view, runtime, queue)
 
     racks = set()
     for name, versions in history.items():
@@ -207,7 +203,7 @@ def test_workload_podset_matches_the_trainjob_and_its_jobset(
     view = trainjob_view
     queue = kueue_queue()
     per_node = {"requests": {"cpu": "500m", "memory": "512Mi"}}
-    submit(view, trainjob_templates, training_runtime(), queue, "sized", num_nodes, per_node)
+    submit(view, training_runtime(), queue, "sized", num_nodes, per_node)
 
     workload = wait_workload(view, "sized")
     jobset = view.wait("JobSet sized", lambda: view.find(JOBSET, "sized"))
@@ -250,12 +246,8 @@ def test_multikueue_queue_hands_the_trainjob_to_multikueue(
         lambda: view.kube.create(probe, dry_run=True)["spec"].get("managedBy") == MULTIKUEUE,
     )
 
-    created = submit(view, trainjob_templates, runtime, queue, "remote")
-    view.create(
-        trainjob_templates.render_one(
-            "trainjob", name="local", namespace=view.namespace, runtime=runtime
-        )
-    )
+    created = submit(view, runtime, queue, "remote")
+    view.create_trainjob("local", runtime=runtime)
 
     assert created["spec"]["managedBy"] == MULTIKUEUE
     view.wait("JobSet of the unqueued control TrainJob", lambda: view.find(JOBSET, "local"))
@@ -321,7 +313,7 @@ def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
         )
         queue = kueue_queue(admission_checks=(view.namespace,))
 
-        created = submit(view, trainjob_templates, runtime, queue, "remote")
+        created = submit(view, runtime, queue, "remote")
 
         assert created["spec"]["managedBy"] == MULTIKUEUE
         # Observed while it runs: MultiKueue removes the worker's copy once the

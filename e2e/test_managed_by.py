@@ -11,19 +11,15 @@ MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 
 
-def render(templates, view, name, **values):
-    return templates.render_one("trainjob", name=name, namespace=view.namespace, **values)
-
-
 @pytest.mark.policy("TJ-MB-001")
 def test_trainer_builds_no_jobset_for_a_trainjob_managed_by_multikueue(
-    trainjob_view, trainjob_templates, trainjob_policy
+    trainjob_view, trainjob_policy
 ):
     view = trainjob_view
     # The external one first: by the time the control TrainJob has its JobSet,
     # the Trainer has had every chance to act on the external one.
-    view.create(render(trainjob_templates, view, "external", managed_by=MULTIKUEUE, suspend=True))
-    view.create(render(trainjob_templates, view, "control", suspend=True))
+    view.create(view.trainjob_manifest("external", managed_by=MULTIKUEUE, suspend=True))
+    view.create(view.trainjob_manifest("control", suspend=True))
 
     view.wait("JobSet of the control TrainJob", lambda: view.find(JOBSET, "control"))
     view.wait_for_condition(TRAINJOB, "control", "Suspended")
@@ -39,15 +35,15 @@ def test_trainer_builds_no_jobset_for_a_trainjob_managed_by_multikueue(
 
 
 @pytest.mark.policy("TJ-MB-002")
-def test_managed_by_defaults_to_the_trainer_controller(trainjob_view, trainjob_templates):
-    created = trainjob_view.create(render(trainjob_templates, trainjob_view, "plain", suspend=True))
+def test_managed_by_defaults_to_the_trainer_controller(trainjob_view):
+    created = trainjob_view.create(trainjob_view.trainjob_manifest("plain", suspend=True))
     assert created["spec"]["managedBy"] == TRAINER_CONTROLLER
 
 
 @pytest.mark.policy("TJ-MB-003")
-def test_managed_by_is_immutable(trainjob_view, trainjob_templates):
+def test_managed_by_is_immutable(trainjob_view):
     view = trainjob_view
-    view.create(render(trainjob_templates, view, "fixed", suspend=True))
+    view.create(view.trainjob_manifest("fixed", suspend=True))
 
     refused = rejection_of(lambda: patch_trainjob(view, "fixed", {"managedBy": MULTIKUEUE}))
 
@@ -57,9 +53,9 @@ def test_managed_by_is_immutable(trainjob_view, trainjob_templates):
 
 
 @pytest.mark.policy("TJ-MB-004")
-def test_unknown_managed_by_value_is_rejected(trainjob_view, trainjob_templates):
+def test_unknown_managed_by_value_is_rejected(trainjob_view):
     view = trainjob_view
-    manifest = render(trainjob_templates, view, "stranger", managed_by="example.com/other")
+    manifest = view.trainjob_manifest("stranger", managed_by="example.com/other")
 
     refused = rejection_of(lambda: view.create(manifest))
 

@@ -11,13 +11,9 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.policy("TJ-STACK-001")
-def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view, trainjob_templates):
+def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view):
     view = trainjob_view
-    view.create(
-        trainjob_templates.render_one(
-            "trainjob", name="smoke", namespace=view.namespace, num_nodes=2
-        )
-    )
+    view.create_trainjob("smoke", num_nodes=2)
 
     jobset = view.wait("JobSet smoke", lambda: view.find(JOBSET, "smoke"))
     owners = jobset["metadata"].get("ownerReferences") or []

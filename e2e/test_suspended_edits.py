@@ -32,17 +32,13 @@ AFTER = {
 AFTER_UNGATED = {"target_job": "node", "node_selector": {BLOCK: "block-b"}}
 
 
-def create(view, templates, runtime, name, suspend, overrides=()):
-    view.create(
-        templates.render_one(
-            "trainjob",
-            name=name,
-            namespace=view.namespace,
-            runtime=runtime,
-            num_nodes=2,
-            suspend=suspend,
-            pod_overrides=list(overrides),
-        )
+def create(view, runtime, name, suspend, overrides=()):
+    view.create_trainjob(
+        name,
+        runtime=runtime,
+        num_nodes=2,
+        suspend=suspend,
+        pod_overrides=list(overrides),
     )
 
 
@@ -60,7 +56,7 @@ def test_suspended_trainjob_accepts_an_override_edit_that_reaches_the_jobset(
     trainjob_view, trainjob_templates, training_runtime
 ):
     view = trainjob_view
-    create(view, trainjob_templates, training_runtime(), "edit", True, [BEFORE])
+    create(view, training_runtime(), "edit", True, [BEFORE])
     jobset_shows(view, "edit", "block-a", [GATE_BEFORE])
 
     patch_trainjob(view, "edit", trainjob_templates.override_fields([AFTER]))
@@ -71,40 +67,39 @@ def test_suspended_trainjob_accepts_an_override_edit_that_reaches_the_jobset(
     assert view.pods("edit") == []
 
 
+def resume_after_edit(view, templates, runtime, name, edit, gates_after):
+    """Create suspended with BEFORE, edit the overrides to `edit`, resume; the Pods."""
+    create(view, runtime, name, True, [BEFORE])
+    jobset_shows(view, name, "block-a", [GATE_BEFORE])
+    patch_trainjob(view, name, templates.override_fields([edit]))
+    jobset_shows(view, name, "block-b", gates_after)
+    patch_trainjob(view, name, {"suspend": False})
+    pods = view.wait_for_pods(name, 2)
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"][BLOCK] == "block-b", pod["metadata"]["name"]
+    return pods
+
+
 @pytest.mark.policy("TJ-EDIT-002")
 def test_edit_made_while_suspended_reaches_the_pods_on_resume(
     trainjob_view, trainjob_templates, training_runtime
 ):
-    view = trainjob_view
-    create(view, trainjob_templates, training_runtime(), "resume", True, [BEFORE])
-    jobset_shows(view, "resume", "block-a", [GATE_BEFORE])
-    patch_trainjob(view, "resume", trainjob_templates.override_fields([AFTER]))
-    jobset_shows(view, "resume", "block-b", [GATE_AFTER])
+    pods = resume_after_edit(
+        trainjob_view, trainjob_templates, training_runtime(), "resume", AFTER, [GATE_AFTER]
+    )
 
-    patch_trainjob(view, "resume", {"suspend": False})
-
-    pods = view.wait_for_pods("resume", 2)
     for pod in pods:
-        name = pod["metadata"]["name"]
-        assert pod["spec"]["nodeSelector"][BLOCK] == "block-b", name
-        assert GATE_AFTER in gate_names(pod["spec"]), name
+        assert GATE_AFTER in gate_names(pod["spec"]), pod["metadata"]["name"]
 
 
 @pytest.mark.policy("TJ-EDIT-007")
 def test_gate_removed_while_suspended_is_gone_from_the_pods_after_resume(
     trainjob_view, trainjob_templates, training_runtime, trainjob_policy
 ):
-    view = trainjob_view
-    create(view, trainjob_templates, training_runtime(), "ungate", True, [BEFORE])
-    jobset_shows(view, "ungate", "block-a", [GATE_BEFORE])
-    patch_trainjob(view, "ungate", trainjob_templates.override_fields([AFTER_UNGATED]))
-    jobset_shows(view, "ungate", "block-b", [])
+    pods = resume_after_edit(
+        trainjob_view, trainjob_templates, training_runtime(), "ungate", AFTER_UNGATED, []
+    )
 
-    patch_trainjob(view, "ungate", {"suspend": False})
-
-    pods = view.wait_for_pods("ungate", 2)
-    for pod in pods:
-        assert pod["spec"]["nodeSelector"][BLOCK] == "block-b", pod["metadata"]["name"]
     with trainjob_policy.holds():
         for pod in pods:
             name = pod["metadata"]["name"]
@@ -116,7 +111,7 @@ def test_running_trainjob_rejects_an_override_edit(
     trainjob_view, trainjob_templates, training_runtime, trainjob_policy
 ):
     view = trainjob_view
-    create(view, trainjob_templates, training_runtime(hold=True), "running", False)
+    create(view, training_runtime(hold=True), "running", False)
     wait_running(view, "running", 2)
 
     refused = rejection_of(
@@ -133,7 +128,7 @@ def test_overrides_cannot_change_while_the_jobset_has_active_jobs(
     trainjob_view, trainjob_templates, training_runtime
 ):
     view = trainjob_view
-    create(view, trainjob_templates, training_runtime(hold=True), "active", False)
+    create(view, training_runtime(hold=True), "active", False)
     wait_running(view, "active", 2)
     assert active_by_replicated_job(view.get(JOBSET, "active"))["node"] > 0
 
@@ -159,7 +154,7 @@ def test_suspended_trainjob_without_active_jobs_accepts_the_edit_again(
     trainjob_view, trainjob_templates, training_runtime
 ):
     view = trainjob_view
-    create(view, trainjob_templates, training_runtime(hold=True), "drained", False)
+    create(view, training_runtime(hold=True), "drained", False)
     wait_running(view, "drained", 2)
 
     patch_trainjob(view, "drained", {"suspend": True})
@@ -182,7 +177,7 @@ def test_patching_overrides_and_resuming_in_one_request(
     trainjob_view, trainjob_templates, training_runtime, trainjob_policy
 ):
     view = trainjob_view
-    create(view, trainjob_templates, training_runtime(hold=True), "oneshot", True, [BEFORE])
+    create(view, training_runtime(hold=True), "oneshot", True, [BEFORE])
     jobset_shows(view, "oneshot", "block-a", [GATE_BEFORE])
     one_request = {"suspend": False, **trainjob_templates.override_fields([AFTER_UNGATED])}
 

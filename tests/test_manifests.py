@@ -145,3 +145,40 @@ def test_jobset_pod_webhooks_keep_their_jobset_only_selector(tmp_path):
 def test_missing_manifest_file_says_the_version_is_unsupported(tmp_path):
     with pytest.raises(ConformanceError, match="not supported by this harness version"):
         manifests.webhook_configurations(tmp_path, "trainer", 9443, CA)
+
+
+def trainer_module(tmp_path, patch_text):
+    write(
+        tmp_path / "manifests/base/webhook/manifests.yaml",
+        {
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "validating-webhook-configuration"},
+            "webhooks": [
+                webhook(
+                    "validator.clustertrainingruntime.trainer.kubeflow.org",
+                    "/validate-ctr",
+                    ["trainer.kubeflow.org"],
+                    ["clustertrainingruntimes"],
+                )
+            ],
+        },
+    )
+    if patch_text is not None:
+        (tmp_path / "manifests/base/webhook/patch_validating.yaml").write_text(patch_text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("patch_text", "selected"),
+    [
+        ("- op: add\n  path: /webhooks/0/objectSelector\n", True),  # v2.3.0
+        ("- op: replace\n  path: /metadata/name\n", False),  # v2.2.1
+        (None, False),  # v2.1.0
+    ],
+)
+def test_trainer_runtime_opt_out_only_where_the_release_has_it(tmp_path, patch_text, selected):
+    (config,) = manifests.webhook_configurations(
+        trainer_module(tmp_path, patch_text), "trainer", 1, CA
+    )
+    assert config["metadata"]["name"] == "validator.trainer.kubeflow.org"
+    assert ("objectSelector" in config["webhooks"][0]) is selected

@@ -377,9 +377,11 @@ def trainjob_templates(trainjob_cluster: ClusterHandle, pytestconfig: pytest.Con
 
 
 @pytest.fixture
-def trainjob_view(trainjob_cluster: ClusterHandle, trainjob_namespace: str) -> TrainJobView:
+def trainjob_view(
+    trainjob_cluster: ClusterHandle, trainjob_namespace: str, trainjob_templates: TemplateSet
+) -> TrainJobView:
     """The test's namespace, with waits that print objects, events and logs on timeout."""
-    return TrainJobView(trainjob_cluster, trainjob_namespace)
+    return TrainJobView(trainjob_cluster, trainjob_namespace, trainjob_templates)
 
 
 @pytest.hookimpl(hookwrapper=True)

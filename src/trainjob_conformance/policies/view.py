@@ -10,8 +10,10 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.diagnostics import namespace_report
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+from trainjob_conformance.render.templates import TemplateSet
 
 T = TypeVar("T")
 
@@ -30,10 +32,22 @@ class _NotYet(Exception):
 class TrainJobView:
     """A test's namespace on one cluster, with waits that explain their failures."""
 
-    def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
+    def __init__(
+        self, cluster: ClusterHandle, namespace: str, templates: TemplateSet | None = None
+    ) -> None:
         self.cluster = cluster
         self.kube = cluster.kube
         self.namespace = namespace
+        self.templates = templates
+
+    def trainjob_manifest(self, name: str, **values: Any) -> dict[str, Any]:
+        """A TrainJob in this namespace, from the `trainjob` template."""
+        if self.templates is None:
+            raise ConformanceError("this view has no templates to render a TrainJob from")
+        return self.templates.render_one("trainjob", name=name, namespace=self.namespace, **values)
+
+    def create_trainjob(self, name: str, **values: Any) -> dict[str, Any]:
+        return self.create(self.trainjob_manifest(name, **values))
 
     def diagnostics(self) -> str:
         logs = {
