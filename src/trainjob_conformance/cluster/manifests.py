@@ -81,7 +81,7 @@ def _kueue_selectors(webhook: Manifest) -> dict[str, Any]:
 
 def _trainer_selectors(webhook: Manifest) -> dict[str, Any]:
     # Only releases whose webhook kustomization carries this patch (v2.2+) get
-    # it; see ProductManifests.selector_patch_file.
+    # it; see ProductManifests.selector_patch.
     # manifests/base/webhook/patch_validating.yaml: runtimes labelled
     # webhook-validation=disabled (the upstream runtime overlay) skip validation.
     if webhook["name"] in (
@@ -113,9 +113,10 @@ class ProductManifests:
     config_names: dict[str, str]
     keep_webhook: Callable[[Manifest], bool] = _keep_all
     selectors: Callable[[Manifest], dict[str, Any]] = field(default=lambda webhook: {})
-    # The upstream patch file the selectors reproduce; a release without it
-    # gets none (Trainer v2.1 has no runtime-validation opt-out).
-    selector_patch_file: str | None = None
+    # The upstream patch file the selectors reproduce, and the text that shows
+    # it carries them: a release without it gets none (the Trainer's
+    # runtime-validation opt-out arrived in v2.3.0).
+    selector_patch: tuple[str, str] | None = None
 
 
 PRODUCTS: dict[str, ProductManifests] = {
@@ -152,7 +153,7 @@ PRODUCTS: dict[str, ProductManifests] = {
             "ValidatingWebhookConfiguration": "validator.trainer.kubeflow.org",
         },
         selectors=_trainer_selectors,
-        selector_patch_file="manifests/base/webhook/patch_validating.yaml",
+        selector_patch=("manifests/base/webhook/patch_validating.yaml", "objectSelector"),
     ),
 }
 
@@ -221,13 +222,16 @@ def crds(source: Path, product_key: str, webhook_port: int, ca_pem: bytes) -> li
     return result
 
 
+def _file_mentions(source: Path, relative: str, text: str) -> bool:
+    path = source / relative
+    return path.is_file() and text in path.read_text()
+
+
 def webhook_configurations(
     source: Path, product_key: str, port: int, ca_pem: bytes
 ) -> list[Manifest]:
     product = PRODUCTS[product_key]
-    patched = (
-        product.selector_patch_file is None or (source / product.selector_patch_file).is_file()
-    )
+    patched = product.selector_patch is None or _file_mentions(source, *product.selector_patch)
     result = []
     for doc in load_documents(source / product.webhook_file):
         kind = doc.get("kind")
