@@ -66,7 +66,7 @@ def test_queued_trainjob_is_suspended_on_creation_and_gets_a_workload(
 
 
 @pytest.mark.policy("KQ-ADMIT-002")
-def test_admitted_trainjob_is_resumed_with_kueues_runtime_patch(
+def test_admitted_trainjob_is_resumed_with_kueues_pod_override(
     trainjob_view, training_runtime, kueue_queue
 ):
     view = trainjob_view
@@ -77,7 +77,7 @@ def test_admitted_trainjob_is_resumed_with_kueues_runtime_patch(
     trainjob = resumed(view, "admit")
 
     injected = kueue_pod_template_patch(trainjob, "node")
-    assert injected is not None, "no runtime patch with manager kueue.x-k8s.io/manager"
+    assert injected is not None, "no override from Kueue on the TrainJob"
     assert injected["spec"]["nodeSelector"] == {BLOCK: "block-b"}, injected
 
 

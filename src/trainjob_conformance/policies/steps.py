@@ -169,10 +169,18 @@ def condition_of(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:
     return {}
 
 
+KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+
+
 def kueue_pod_template_patch(
     trainjob: dict[str, Any], replicated_job: str
 ) -> dict[str, Any] | None:
-    """What Kueue injected into a replicated job's pod template, from its runtime patch."""
+    """What Kueue injected into a replicated job's pod template, in either field.
+
+    From Trainer v2.2 Kueue owns the runtime patch with manager
+    kueue.x-k8s.io/manager; before, it appends podTemplateOverrides entries it
+    marks with the kueue.x-k8s.io/podset label. None when there is neither.
+    """
     for patch in trainjob["spec"].get("runtimePatches") or []:
         if patch.get("manager") != KUEUE_PATCH_MANAGER:
             continue
@@ -181,4 +189,9 @@ def kueue_pod_template_patch(
             if job.get("name") == replicated_job:
                 return dict(((job.get("template") or {}).get("spec") or {}).get("template") or {})
         return {}
+    for override in trainjob["spec"].get("podTemplateOverrides") or []:
+        labels = (override.get("metadata") or {}).get("labels") or {}
+        targets = [t.get("name") for t in override.get("targetJobs") or []]
+        if labels.get(KUEUE_PODSET_LABEL) and replicated_job in targets:
+            return {"metadata": override.get("metadata") or {}, "spec": override.get("spec") or {}}
     return None
