@@ -136,3 +136,19 @@ def test_flattened_kubeconfig_inlines_certificate_files(tmp_path):
     assert "certificate-authority" not in cluster
     assert base64.b64decode(cluster["certificate-authority-data"]) == b"CA"
     assert base64.b64decode(flat["users"][0]["user"]["client-key-data"]) == b"KEY"
+
+
+def test_cluster_handle_survives_the_trip_to_an_xdist_worker(tmp_path):
+    from trainjob_conformance.cluster.handle import ClusterHandle
+
+    handle = ClusterHandle(
+        provider="kind",
+        kubeconfig=tmp_path / "kc",
+        versions={"trainer": "v2.3.0"},
+        profile="latest",
+        run_dir=tmp_path,
+        controller_pods={"trainer": ("kubeflow-system", "app.kubernetes.io/name=trainer")},
+    )
+    import json
+
+    assert ClusterHandle.from_json(json.loads(json.dumps(handle.to_json()))) == handle

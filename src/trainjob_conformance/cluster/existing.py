@@ -12,7 +12,6 @@ from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.introspect import (
     detect_stack,
     missing_components,
-    pod_log_tailer,
 )
 from trainjob_conformance.cluster.readiness import (
     TORCH_RUNTIME,
@@ -77,7 +76,7 @@ class ExistingCluster:
             handle = ClusterHandle(
                 provider="existing", kubeconfig=self.kubeconfig, versions=stack.versions
             )
-            handle.log_tail = pod_log_tailer(kube, stack.controller_pods)
+            handle.controller_pods = dict(stack.controller_pods)
             detected_from = "; ".join(
                 f"{k} {v} ({stack.sources[k]})" for k, v in stack.versions.items()
             )

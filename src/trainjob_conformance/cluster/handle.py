@@ -22,6 +22,8 @@ class ClusterHandle:
     versions: dict[str, str]
     profile: str = ""
     run_dir: Path | None = None
+    # In-cluster controllers: component -> (namespace, Pod label selector).
+    controller_pods: dict[str, tuple[str, str]] = field(default_factory=dict)
     log_files: dict[str, Path] = field(default_factory=dict)
     log_tail: Callable[[str, int], str] | None = None
     _kube: Kube | None = None
@@ -35,6 +37,10 @@ class ClusterHandle:
     def controller_log_tail(self, component: str, lines: int = 40) -> str:
         if self.log_tail is not None:
             return self.log_tail(component, lines)
+        if component in self.controller_pods:
+            from trainjob_conformance.cluster.introspect import pod_log_tailer
+
+            return pod_log_tailer(self.kube, self.controller_pods)(component, lines)
         path = self.log_files.get(component)
         if path is None or not path.exists():
             return f"(no log for {component})"
@@ -48,6 +54,7 @@ class ClusterHandle:
             "versions": dict(self.versions),
             "profile": self.profile,
             "run_dir": str(self.run_dir) if self.run_dir else "",
+            "controller_pods": {k: list(v) for k, v in self.controller_pods.items()},
             "log_files": {name: str(path) for name, path in self.log_files.items()},
         }
 
@@ -64,4 +71,8 @@ class ClusterHandle:
             log_files={str(k): Path(str(v)) for k, v in log_files.items()},
             profile=str(data.get("profile") or ""),
             run_dir=Path(str(data["run_dir"])) if data.get("run_dir") else None,
+            controller_pods={
+                str(k): (str(v[0]), str(v[1]))
+                for k, v in dict(data.get("controller_pods") or {}).items()  # type: ignore[call-overload]
+            },
         )

@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 from trainjob_conformance.cluster.handle import ClusterHandle
-from trainjob_conformance.cluster.introspect import pod_log_tailer
 from trainjob_conformance.cluster.processes import register_cleanup, unregister_cleanup
 from trainjob_conformance.cluster.readiness import standard_probes, wait_for_admission
 from trainjob_conformance.errors import ConformanceError
@@ -146,8 +145,7 @@ class KindStackCluster:
             profile=self.profile.name,
             run_dir=self.run_dir,
         )
-        pods = {name: (ns, selector) for name, (ns, _, selector) in CONTROLLERS.items()}
-        handle.log_tail = pod_log_tailer(kube, pods)
+        handle.controller_pods = {n: (ns, sel) for n, (ns, _, sel) in CONTROLLERS.items()}
         return handle
 
     def down(self) -> None:
