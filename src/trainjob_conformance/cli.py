@@ -28,7 +28,6 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 def _cmd_up(args: argparse.Namespace) -> int:
     from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
-    from trainjob_conformance.cluster.processes import unregister_cleanup
 
     run_dir = Path(args.run_dir or Path(".runs") / f"up-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     cluster = EmbeddedStackCluster(load_profile(args.profile), run_dir)
@@ -37,12 +36,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     except BaseException:
         cluster.down()
         raise
-    # From here on the cluster outlives this command; `down` stops it.
-    unregister_cleanup(cluster.down)
-    if cluster.control_plane is not None:
-        unregister_cleanup(cluster.control_plane.down)
-    for controller in cluster.controllers.values():
-        unregister_cleanup(controller.process.stop)
+    cluster.detach()
     print(f"export KUBECONFIG={handle.kubeconfig}")
     print(f"# stop with: trainjob-conformance down --run-dir {run_dir}")
     return 0

@@ -147,6 +147,14 @@ class _ClusterOwner:
         if self.provider is None:
             return
         if self.config.getoption("--trainjob-keep-cluster") and self.handle is not None:
+            detach = getattr(self.provider, "detach", None)
+            if detach is None:
+                print(
+                    f"trainjob-conformance: the {self.handle.provider} cluster is not the harness's to keep or stop",
+                    file=sys.stderr,
+                )
+                return
+            detach()
             _print_kept(self.handle, self.provider)
             return
         self.provider.down()

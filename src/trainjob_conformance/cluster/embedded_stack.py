@@ -143,6 +143,14 @@ class EmbeddedStackCluster:
         }
         (self.run_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
 
+    def detach(self) -> None:
+        """Leave everything running past this process; `trainjob-conformance down` stops it."""
+        unregister_cleanup(self.down)
+        if self.control_plane is not None:
+            unregister_cleanup(self.control_plane.down)
+        for controller in self.controllers.values():
+            unregister_cleanup(controller.process.stop)
+
     def down(self) -> None:
         unregister_cleanup(self.down)
         # Managers first, so none of them reconciles against a dying API server.

@@ -14,6 +14,9 @@ PROVIDERS = ("embedded", "kind", "existing")
 
 
 class ClusterProvider(Protocol):
+    """Brings a ready cluster up and takes it down; `detach()`, where a provider
+    has it, leaves the cluster running past this process."""
+
     def up(self) -> ClusterHandle: ...
 
     def down(self) -> None: ...
