@@ -53,17 +53,21 @@ def training_runtime(
         cluster_objects(
             trainjob_templates.render_one("clustertrainingruntime", name=name, **params)
         )
-        probe = trainjob_templates.render_one(
-            "trainjob", name="runtime-probe", namespace=namespace, runtime=name
+        # Queued, so that in a Kueue-managed namespace Kueue's webhook (which
+        # looks the runtime up in its own cache) must see the runtime too.
+        probe = trainjob_view.trainjob_manifest(
+            "runtime-probe", runtime=name, queue_name="runtime-probe"
         )
 
-        # The Trainer's webhook checks runtimes through its informer cache: wait
-        # until it sees this one, so the test's first TrainJob is not refused.
+        # The webhooks check runtimes through their informer caches: wait until
+        # they see this one, so the test's first TrainJob is not refused.
         def accepted() -> bool:
             try:
                 kube.create(probe, dry_run=True)
             except ApiException as error:
-                if "must be created before" in str(error.body):
+                # The Trainer's and Kueue's words for a runtime they cannot see yet.
+                unseen = ("must be created before", f"runtime '{name}' not found")
+                if any(text in str(error.body) for text in unseen):
                     return False
                 raise
             return True

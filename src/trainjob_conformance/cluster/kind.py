@@ -148,6 +148,10 @@ class KindStackCluster:
         handle.controller_pods = {n: (ns, sel) for n, (ns, _, sel) in CONTROLLERS.items()}
         return handle
 
+    def detach(self) -> None:
+        """Leave the kind cluster running past this process (`kind delete cluster` removes it)."""
+        unregister_cleanup(self.down)
+
     def down(self) -> None:
         unregister_cleanup(self.down)
         if self._cluster is not None:
