@@ -11,7 +11,6 @@ from trainjob_conformance.kube.kubeconfig import flattened
 from trainjob_conformance.policies.steps import (
     TOPOLOGY_GATE,
     WORKLOAD,
-    condition_of,
     gate_names,
     kueue_pod_template_patch,
     release_held_pods,
@@ -19,7 +18,7 @@ from trainjob_conformance.policies.steps import (
     wait_workload,
     workloads_of,
 )
-from trainjob_conformance.policies.view import JOBSET, TRAINJOB
+from trainjob_conformance.policies.view import JOBSET, TRAINJOB, condition
 
 pytestmark = pytest.mark.kueue
 
@@ -109,7 +108,7 @@ def fill_the_quota(view, runtime, queue):
         lambda: (
             wl
             if (found := workloads_of(view, "second"))
-            and condition_of(wl := found[0], "QuotaReserved").get("status") == "False"
+            and condition(wl := found[0], "QuotaReserved").get("status") == "False"
             else None
         ),
     )
@@ -124,7 +123,7 @@ def test_trainjob_beyond_quota_waits_suspended_without_pods(
 
     pending = fill_the_quota(view, training_runtime(hold=True), queue)
 
-    assert condition_of(pending, "Admitted").get("status") != "True"
+    assert condition(pending, "Admitted").get("status") != "True"
     assert view.get(TRAINJOB, "second")["spec"]["suspend"] is True
     assert view.pods("second") == []
 
@@ -305,7 +304,7 @@ def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
         view.wait(
             "the MultiKueue admission check to connect to the worker",
             lambda: (
-                condition_of(view.kube.get(*ADMISSION_CHECK, name=view.namespace), "Active").get(
+                condition(view.kube.get(*ADMISSION_CHECK, name=view.namespace), "Active").get(
                     "status"
                 )
                 == "True"
@@ -320,7 +319,7 @@ def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
         # manager's Workload has finished.
         worker.wait("the TrainJob's JobSet on the worker", lambda: worker.find(JOBSET, "remote"))
         copied = view.wait_for_condition(TRAINJOB, "remote", "Complete", timeout=120)
-        complete = condition_of(copied, "Complete")
+        complete = condition(copied, "Complete")
         assert complete["status"] == "True"
         with trainjob_policy.holds():
             assert view.find(JOBSET, "remote") is None, "the manager's Trainer built a JobSet too"

@@ -21,7 +21,7 @@ def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view):
 
     finished = view.wait_for_condition(TRAINJOB, "smoke", "Complete", timeout=90)
     complete = condition(finished, "Complete")
-    assert complete is not None and complete["status"] == "True"
+    assert complete.get("status") == "True", complete
 
     jobs = view.jobs("smoke")
     assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]

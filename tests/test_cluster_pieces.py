@@ -1,5 +1,3 @@
-import socket
-
 import pytest
 import yaml
 
@@ -7,19 +5,9 @@ from trainjob_conformance.cli import main
 from trainjob_conformance.cluster.certs import CertificateAuthority
 from trainjob_conformance.cluster.kwok_stages import HOLD_ANNOTATION, harness_stages
 from trainjob_conformance.cluster.nodes import BLOCK_LABEL, RACK_LABEL, node_manifests
-from trainjob_conformance.cluster.ports import require_free
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.namespaces import namespace_name
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
-
-
-def test_port_in_use_is_one_clear_error():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        port = sock.getsockname()[1]
-        with pytest.raises(ConformanceError, match=f"port {port} on 127.0.0.1 .* is in use"):
-            require_free(port, "kube-apiserver")
 
 
 def test_serving_certificate_is_for_loopback_and_signed_by_the_ca(tmp_path):

@@ -93,10 +93,5 @@ class Kube:
         )
         return result.to_dict()
 
-    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
-        return (
-            self._for(obj).replace(body=obj, namespace=obj["metadata"].get("namespace")).to_dict()
-        )
-
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         self.resource(api_version, kind).delete(name=name, namespace=namespace)

@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.cluster.kwok_stages import HOLD_ANNOTATION
-from trainjob_conformance.policies.view import JOBSET, POD, TRAINJOB, TrainJobView
+from trainjob_conformance.policies.view import JOBSET, POD, TRAINJOB, TrainJobView, condition
 
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
@@ -82,15 +82,8 @@ def replicated_job_of(obj: dict[str, Any]) -> str | None:
     return (obj["metadata"].get("labels") or {}).get(REPLICATED_JOB_LABEL)
 
 
-def pod_condition(pod: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
-    for entry in (pod.get("status") or {}).get("conditions") or []:
-        if entry.get("type") == condition_type:
-            return dict(entry)
-    return None
-
-
 def is_scheduling_gated(pod: dict[str, Any]) -> bool:
-    scheduled = pod_condition(pod, "PodScheduled")
+    scheduled = condition(pod, "PodScheduled")
     return bool(
         scheduled
         and scheduled.get("status") == "False"
@@ -160,13 +153,6 @@ def wait_workload(view: TrainJobView, trainjob: str) -> dict[str, Any]:
         return found[0] if len(found) == 1 else None
 
     return view.wait(f"the Workload of TrainJob {trainjob}", probe)
-
-
-def condition_of(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:
-    for entry in (obj.get("status") or {}).get("conditions") or []:
-        if entry.get("type") == condition_type:
-            return dict(entry)
-    return {}
 
 
 KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"

@@ -25,10 +25,6 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 DEFAULT_TIMEOUT = 60.0
 
 
-class _NotYet(Exception):
-    """The object a probe looks for is not there yet."""
-
-
 class TrainJobView:
     """A test's namespace on one cluster, with waits that explain their failures."""
 
@@ -65,7 +61,7 @@ class TrainJobView:
             probe,
             timeout=timeout,
             diagnostics=self.diagnostics,
-            retry_on=(_NotYet, _NotFound),
+            retry_on=(_NotFound,),
         )
 
     def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -114,15 +110,16 @@ class TrainJobView:
         self,
         kind: tuple[str, str],
         name: str,
-        condition: str,
+        condition_type: str,
         status: str = "True",
         timeout: float = DEFAULT_TIMEOUT,
     ) -> dict[str, Any]:
         def probe() -> dict[str, Any] | None:
             obj = self.get(kind, name)
-            return obj if condition_status(obj, condition) == status else None
+            return obj if condition(obj, condition_type).get("status") == status else None
 
-        return self.wait(f"{kind[1]} {name} condition {condition}={status}", probe, timeout)
+        description = f"{kind[1]} {name} condition {condition_type}={status}"
+        return self.wait(description, probe, timeout)
 
     def pods_resource_version(self) -> str:
         """A point in time to watch Pods from, taken before creating what makes them."""
@@ -170,15 +167,9 @@ class _NotFound(Exception):
     """404 from the API server: for a wait, the object is simply not there yet."""
 
 
-def condition_status(obj: dict[str, Any], condition: str) -> str | None:
-    for entry in (obj.get("status") or {}).get("conditions") or []:
-        if entry.get("type") == condition:
-            return str(entry.get("status"))
-    return None
-
-
-def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
+def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:
+    """The status condition of that type, or {} when there is none."""
     for entry in (obj.get("status") or {}).get("conditions") or []:
         if entry.get("type") == condition_type:
             return dict(entry)
-    return None
+    return {}

@@ -119,11 +119,6 @@ def binary_path(component_key: str, version: str, binary: str) -> Path:
     return bin_dir(component_key, version) / binary
 
 
-def is_built(component_key: str, version: str) -> bool:
-    component = COMPONENTS[component_key]
-    return all(binary_path(component_key, version, b).is_file() for b in component.binaries)
-
-
 def _run_logged(args: list[str], cwd: Path, log: Path, what: str) -> None:
     with log.open("a") as sink:
         sink.write(f"\n$ {' '.join(args)}\n")
