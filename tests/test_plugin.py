@@ -119,6 +119,20 @@ def test_it():
     result.stdout.fnmatch_lines(["*TJ-X-002*not-applicable*"])
 
 
+def test_a_skip_outside_the_catalog_is_reported_as_not_run(run):
+    result = run(
+        """
+import pytest
+@pytest.mark.policy("TJ-X-001")
+def test_it():
+    pytest.skip("no second cluster here")
+""",
+        version="v2.4.0",
+    )
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*TJ-X-001*skipped*"])
+
+
 def test_unknown_policy_id_stops_collection(run):
     result = run(
         """

@@ -103,6 +103,17 @@ def test_diff_of_identical_runs_is_no_change():
     assert not diff.regressed and diff.lines() == ["no change"]
 
 
+def test_a_policy_that_stops_running_is_a_regression():
+    diff = diff_reports(
+        [run("latest", ("TJ-A", "pass", ""))], [run("latest", ("TJ-A", "skipped", "why"))]
+    )
+    assert diff.regressed
+    assert diff.missing == ["TJ-A on latest (e2e/t.py::TJ-A): pass -> skipped"]
+    assert "| TJ-A | title of TJ-A | not run |" in markdown(
+        [run("latest", ("TJ-A", "skipped", "x"))]
+    )
+
+
 def test_a_policy_that_disappears_is_a_regression():
     diff = diff_reports([run("latest", ("TJ-A", "pass", ""))], [run("latest")])
     assert diff.regressed and diff.missing == ["TJ-A on latest (e2e/t.py::TJ-A)"]

@@ -55,7 +55,7 @@ class PolicyResults:
             test=report.nodeid,
             reason=reason_of(report) if result != "pass" else "",
         )
-        if result in ("FAIL", "GAP-CLOSED", "known-gap") and self.report_dir is not None:
+        if result in ("FAIL", "GAP-CLOSED", "known-gap", "skipped") and self.report_dir is not None:
             row.diagnostics = self._write_diagnostics(report)
         self.rows.append(row)
 

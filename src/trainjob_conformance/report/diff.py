@@ -9,6 +9,7 @@ from trainjob_conformance.report.model import (
     GAP_CLOSED,
     KNOWN_GAP,
     PASS,
+    SKIPPED,
     RunReport,
 )
 
@@ -68,6 +69,8 @@ def diff_reports(old: list[RunReport], new: list[RunReport]) -> ReportDiff:
             continue
         if now in (FAIL, GAP_CLOSED):
             diff.newly_failing.append(f"{label}: {was} -> {now}")
+        elif now == SKIPPED:
+            diff.missing.append(f"{label}: {was} -> {now}")
         elif now == KNOWN_GAP:
             diff.new_known_gaps.append(f"{label}: {was} -> {now}")
         elif now == PASS and was in (FAIL, GAP_CLOSED):

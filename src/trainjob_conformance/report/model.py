@@ -13,7 +13,8 @@ FAIL = "FAIL"
 KNOWN_GAP = "known-gap"
 GAP_CLOSED = "GAP-CLOSED"
 NOT_APPLICABLE = "not-applicable"
-RESULTS = (PASS, FAIL, KNOWN_GAP, GAP_CLOSED, NOT_APPLICABLE)
+SKIPPED = "skipped"  # not run, for a reason of the harness or cluster, not the catalog
+RESULTS = (PASS, FAIL, KNOWN_GAP, GAP_CLOSED, NOT_APPLICABLE, SKIPPED)
 FORMAT_VERSION = 1
 
 

@@ -11,6 +11,7 @@ from trainjob_conformance.report.model import (
     KNOWN_GAP,
     NOT_APPLICABLE,
     PASS,
+    SKIPPED,
     PolicyResult,
     RunReport,
 )
@@ -20,6 +21,7 @@ _SYMBOL = {
     FAIL: "FAIL",
     KNOWN_GAP: "known gap",
     GAP_CLOSED: "GAP CLOSED",
+    SKIPPED: "not run",
     NOT_APPLICABLE: "n/a",
 }
 _CSS_CLASS = {
@@ -27,6 +29,7 @@ _CSS_CLASS = {
     FAIL: "fail",
     KNOWN_GAP: "gap",
     GAP_CLOSED: "fail",
+    SKIPPED: "gap",
     NOT_APPLICABLE: "na",
 }
 
@@ -35,7 +38,7 @@ def _cell(results: list[PolicyResult]) -> str:
     """One policy on one profile; a parametrized policy is the worst of its tests."""
     if not results:
         return ""
-    order = [FAIL, GAP_CLOSED, KNOWN_GAP, PASS, NOT_APPLICABLE]
+    order = [FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP, PASS, NOT_APPLICABLE]
     return min((r.result for r in results), key=order.index)
 
 
@@ -54,7 +57,7 @@ def _problems(reports: list[RunReport]) -> list[tuple[str, PolicyResult]]:
         (report.profile, r)
         for report in reports
         for r in report.results
-        if r.result in (FAIL, GAP_CLOSED, KNOWN_GAP)
+        if r.result in (FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP)
     ]
 
 
