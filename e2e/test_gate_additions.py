@@ -5,33 +5,24 @@ from __future__ import annotations
 import pytest
 
 from trainjob_conformance.policies.steps import (
+    EXAMPLE_GATES as GATES,
+)
+from trainjob_conformance.policies.steps import (
     gate_names,
-    is_scheduling_gated,
     patch_pod,
     patch_trainjob,
     rejection_of,
+    submit_gated,
     wait_running,
+    wait_scheduling_gated,
 )
 
-GATES = ["example.com/gate-a", "example.com/gate-b"]
 ADDED_GATE = "example.com/added-late"
 
 
 def create_gated(view, runtime, name="gated"):
-    view.create_trainjob(
-        name,
-        runtime=runtime,
-        num_nodes=2,
-        pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
-    )
-    return view.wait(
-        "2 Pods reported SchedulingGated",
-        lambda: (
-            pods
-            if len(pods := view.pods(name)) == 2 and all(is_scheduling_gated(p) for p in pods)
-            else None
-        ),
-    )
+    submit_gated(view, name, runtime, GATES)
+    return wait_scheduling_gated(view, name, 2)
 
 
 @pytest.mark.policy("TJ-GATE-003")

@@ -5,27 +5,24 @@ from __future__ import annotations
 import pytest
 
 from trainjob_conformance.policies.steps import (
+    EXAMPLE_GATES as GATES,
+)
+from trainjob_conformance.policies.steps import (
     gate_names,
-    is_scheduling_gated,
     job_pod_spec,
     jobset_pod_spec,
     replicated_job_of,
+    submit_gated,
+    wait_scheduling_gated,
 )
 from trainjob_conformance.policies.view import JOBSET
-
-GATES = ["example.com/gate-a", "example.com/gate-b"]
 
 
 @pytest.mark.policy("TJ-GATE-001")
 def test_scheduling_gates_propagate_to_jobset_jobs_and_pods(trainjob_view, training_runtime):
     view = trainjob_view
     runtime = training_runtime()
-    view.create_trainjob(
-        "gated",
-        runtime=runtime,
-        num_nodes=2,
-        pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
-    )
+    submit_gated(view, "gated", runtime, GATES)
 
     jobset = view.wait("JobSet gated", lambda: view.find(JOBSET, "gated"))
     assert gate_names(jobset_pod_spec(jobset, "node")) == GATES
@@ -34,14 +31,7 @@ def test_scheduling_gates_propagate_to_jobset_jobs_and_pods(trainjob_view, train
     assert len(jobs) == 1
     assert gate_names(job_pod_spec(jobs[0])) == GATES
 
-    pods = view.wait(
-        "2 Pods reported SchedulingGated by the scheduler",
-        lambda: (
-            pods
-            if len(pods := view.pods("gated")) == 2 and all(is_scheduling_gated(p) for p in pods)
-            else None
-        ),
-    )
+    pods = wait_scheduling_gated(view, "gated", 2)
     assert len(pods) == 2
     for pod in pods:
         name = pod["metadata"]["name"]
@@ -56,12 +46,7 @@ def test_gates_targeted_at_one_replicated_job_do_not_leak_into_another(
 ):
     view = trainjob_view
     runtime = training_runtime(extra_jobs=["aux"])
-    view.create_trainjob(
-        "targeted",
-        runtime=runtime,
-        num_nodes=2,
-        pod_overrides=[{"target_job": "node", "scheduling_gates": GATES}],
-    )
+    submit_gated(view, "targeted", runtime, GATES)
 
     jobset = view.wait("JobSet targeted", lambda: view.find(JOBSET, "targeted"))
     assert gate_names(jobset_pod_spec(jobset, "node")) == GATES

@@ -42,6 +42,12 @@ def create(view, runtime, name, suspend, overrides=()):
     )
 
 
+def start_running(view, runtime, name):
+    """A TrainJob whose two held Pods run, with the JobSet reporting them active."""
+    create(view, runtime, name, False)
+    return wait_running(view, name, 2)
+
+
 def jobset_shows(view, name, block, gates):
     def probe():
         spec = jobset_pod_spec(view.get(JOBSET, name), "node")
@@ -111,8 +117,7 @@ def test_running_trainjob_rejects_an_override_edit(
     trainjob_view, trainjob_templates, training_runtime, trainjob_policy
 ):
     view = trainjob_view
-    create(view, training_runtime(hold=True), "running", False)
-    wait_running(view, "running", 2)
+    start_running(view, training_runtime(hold=True), "running")
 
     refused = rejection_of(
         lambda: patch_trainjob(view, "running", trainjob_templates.override_fields([AFTER_UNGATED]))
@@ -128,8 +133,7 @@ def test_overrides_cannot_change_while_the_jobset_has_active_jobs(
     trainjob_view, trainjob_templates, training_runtime
 ):
     view = trainjob_view
-    create(view, training_runtime(hold=True), "active", False)
-    wait_running(view, "active", 2)
+    start_running(view, training_runtime(hold=True), "active")
     assert active_by_replicated_job(view.get(JOBSET, "active"))["node"] > 0
 
     # One request: suspended after the update (so the suspend rule passes)
@@ -154,8 +158,7 @@ def test_suspended_trainjob_without_active_jobs_accepts_the_edit_again(
     trainjob_view, trainjob_templates, training_runtime
 ):
     view = trainjob_view
-    create(view, training_runtime(hold=True), "drained", False)
-    wait_running(view, "drained", 2)
+    start_running(view, training_runtime(hold=True), "drained")
 
     patch_trainjob(view, "drained", {"suspend": True})
     view.wait(

@@ -109,7 +109,6 @@ def _check_suite_present() -> None:
 
 
 def _check_cluster_args(args: argparse.Namespace) -> None:
-    _check_suite_present()
     if args.cluster == "existing" and not args.kubeconfig:
         raise ConformanceError(
             "--cluster existing needs --kubeconfig PATH (the current kubectl context is never used)"
@@ -120,6 +119,7 @@ def _check_cluster_args(args: argparse.Namespace) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     load_profile(args.profile)  # an unknown profile fails here, in one line
+    _check_suite_present()
     _check_cluster_args(args)
     return subprocess.call(_pytest_command(args, args.profile))
 
@@ -131,6 +131,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     profiles = args.profiles.split(",") if args.profiles else profile_names()
     for name in profiles:
         load_profile(name)
+    _check_suite_present()
     _check_cluster_args(args)
     worst = 0
     for name in profiles:

@@ -8,6 +8,7 @@ from pathlib import Path
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from trainjob_conformance.cluster.embedded_stack import STATE_FILE
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.introspect import (
     detect_stack,
@@ -23,15 +24,13 @@ from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.progress import say
 from trainjob_conformance.stack.profiles import Profile
 
-_STATE_FILE = "state.json"
-
 
 def _embedded_state(kubeconfig: Path) -> dict[str, object] | None:
     """The state an embedded `up` wrote, if this kubeconfig is one of its clusters."""
     # <run_dir>/kwok/clusters/<name>/kubeconfig.yaml
     if len(kubeconfig.parents) < 4:
         return None
-    state = kubeconfig.parents[3] / _STATE_FILE
+    state = kubeconfig.parents[3] / STATE_FILE
     if not state.is_file():
         return None
     return dict(json.loads(state.read_text()))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,8 +12,8 @@ from trainjob_conformance.kube.client import Kube, api_client_for
 class ClusterHandle:
     """A ready cluster with JobSet, Kueue and Trainer installed and answering.
 
-    `log_tail(component, lines)` returns the end of a controller's log, from a
-    file for host processes or from the Pod for in-cluster installs.
+    Controller logs come from files for host processes (`log_files`) or from
+    the Pods of in-cluster installs (`controller_pods`).
     """
 
     provider: str
@@ -25,7 +24,6 @@ class ClusterHandle:
     # In-cluster controllers: component -> (namespace, Pod label selector).
     controller_pods: dict[str, tuple[str, str]] = field(default_factory=dict)
     log_files: dict[str, Path] = field(default_factory=dict)
-    log_tail: Callable[[str, int], str] | None = None
     _kube: Kube | None = None
 
     @property
@@ -35,8 +33,6 @@ class ClusterHandle:
         return self._kube
 
     def controller_log_tail(self, component: str, lines: int = 40) -> str:
-        if self.log_tail is not None:
-            return self.log_tail(component, lines)
         if component in self.controller_pods:
             from trainjob_conformance.cluster.introspect import pod_log_tailer
 

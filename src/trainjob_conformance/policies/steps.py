@@ -91,6 +91,29 @@ def is_scheduling_gated(pod: dict[str, Any]) -> bool:
     )
 
 
+EXAMPLE_GATES = ["example.com/gate-a", "example.com/gate-b"]
+
+
+def submit_gated(
+    view: TrainJobView, name: str, runtime: str, gates: list[str], **values: Any
+) -> dict[str, Any]:
+    """A TrainJob of two nodes whose trainer job `node` carries `gates`."""
+    values.setdefault("num_nodes", 2)
+    overrides = [{"target_job": "node", "scheduling_gates": list(gates)}]
+    return view.create_trainjob(name, runtime=runtime, pod_overrides=overrides, **values)
+
+
+def wait_scheduling_gated(view: TrainJobView, trainjob: str, count: int) -> list[dict[str, Any]]:
+    """`count` Pods that kube-scheduler reports as SchedulingGated."""
+
+    def probe() -> list[dict[str, Any]] | None:
+        pods = view.pods(trainjob)
+        gated = len(pods) == count and all(is_scheduling_gated(p) for p in pods)
+        return pods if gated else None
+
+    return view.wait(f"{count} Pods of {trainjob} reported SchedulingGated", probe)
+
+
 def active_by_replicated_job(jobset: dict[str, Any]) -> dict[str, int]:
     statuses = (jobset.get("status") or {}).get("replicatedJobsStatus") or []
     return {entry["name"]: int(entry.get("active") or 0) for entry in statuses}

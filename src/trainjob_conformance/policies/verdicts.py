@@ -9,8 +9,17 @@ from typing import Any
 import pytest
 
 from trainjob_conformance.policies.catalog import Outcome, Policy
+from trainjob_conformance.report.model import (
+    FAIL,
+    GAP_CLOSED,
+    KNOWN_GAP,
+    NOT_APPLICABLE,
+    PASS,
+    SKIPPED,
+)
 
-GAP_CLOSED = "GAP CLOSED"
+# Leads the failure message of a closed gap, so a report can tell it apart.
+GAP_CLOSED_MARKER = "GAP CLOSED"
 
 
 class PolicyContext:
@@ -53,7 +62,7 @@ class PolicyContext:
                 f"(observed: {first_line})"
             )
         pytest.fail(
-            f"{GAP_CLOSED}: {self.id} now holds on Trainer {self.trainer_version}; the catalog "
+            f"{GAP_CLOSED_MARKER}: {self.id} now holds on Trainer {self.trainer_version}; the catalog "
             f"lists it as a known gap ({reference}). Update fixtures/policies.yaml.",
             pytrace=False,
         )
@@ -75,12 +84,12 @@ def reason_of(report: pytest.TestReport) -> str:
 
 def policy_result(report: pytest.TestReport) -> str:
     if hasattr(report, "wasxfail"):
-        return "known-gap"
-    if report.failed and GAP_CLOSED in str(report.longrepr):
-        return "GAP-CLOSED"
+        return KNOWN_GAP
+    if report.failed and GAP_CLOSED_MARKER in str(report.longrepr):
+        return GAP_CLOSED
     if report.skipped:
         # Only the catalog's version ranges make a policy not applicable; any
         # other skip is a run that did not happen, and is reported as such.
         expected = dict(report.user_properties).get("expected_outcome")
-        return "not-applicable" if expected == Outcome.NOT_APPLICABLE.value else "skipped"
-    return "pass" if report.passed else "FAIL"
+        return NOT_APPLICABLE if expected == Outcome.NOT_APPLICABLE.value else SKIPPED
+    return PASS if report.passed else FAIL

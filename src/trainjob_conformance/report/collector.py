@@ -13,7 +13,16 @@ import pytest
 from trainjob_conformance.cluster.session import ClusterSession
 from trainjob_conformance.policies.catalog import Policy
 from trainjob_conformance.policies.verdicts import reason_of
-from trainjob_conformance.report.model import PolicyResult, RunReport, read_reports
+from trainjob_conformance.report.model import (
+    FAIL,
+    GAP_CLOSED,
+    KNOWN_GAP,
+    PASS,
+    SKIPPED,
+    PolicyResult,
+    RunReport,
+    read_reports,
+)
 from trainjob_conformance.report.render import write_reports
 
 
@@ -53,9 +62,9 @@ class PolicyResults:
             result=result,
             seconds=round(report.duration, 1),
             test=report.nodeid,
-            reason=reason_of(report) if result != "pass" else "",
+            reason=reason_of(report) if result != PASS else "",
         )
-        if result in ("FAIL", "GAP-CLOSED", "known-gap", "skipped") and self.report_dir is not None:
+        if result in (FAIL, GAP_CLOSED, KNOWN_GAP, SKIPPED) and self.report_dir is not None:
             row.diagnostics = self._write_diagnostics(report)
         self.rows.append(row)
 

@@ -57,12 +57,15 @@ def _go_env() -> dict[str, str]:
 
 def download_module(module: str, version: str) -> ModuleInfo:
     """Fetch a module into the Go module cache and say where its source is."""
+    # Outside any module: run from the user's directory, `go` would honour a
+    # go.mod or go.work found there.
+    cache_root().mkdir(parents=True, exist_ok=True)
     result = subprocess.run(
         [go_binary(), "mod", "download", "-json", f"{module}@{version}"],
         capture_output=True,
         text=True,
         env=_go_env(),
-        cwd=cache_root() if cache_root().is_dir() else None,
+        cwd=cache_root(),
         check=False,
     )
     try:
