@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
+from trainjob_conformance.kube.errors import Rejected
 from trainjob_conformance.policies.view import TrainJobView
 
 LOCAL_QUEUE = ("kueue.x-k8s.io/v1beta2", "LocalQueue")
@@ -26,16 +26,12 @@ def cluster_objects(trainjob_view: TrainJobView) -> Iterator[Callable[[dict], di
     yield create
     for manifest in reversed(created):
         metadata = manifest["metadata"]
-        try:
-            kube.delete(
-                manifest["apiVersion"],
-                manifest["kind"],
-                name=metadata["name"],
-                namespace=metadata.get("namespace"),
-            )
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        kube.delete_if_present(
+            manifest["apiVersion"],
+            manifest["kind"],
+            name=metadata["name"],
+            namespace=metadata.get("namespace"),
+        )
 
 
 @pytest.fixture
@@ -64,10 +60,10 @@ def training_runtime(
         def accepted() -> bool:
             try:
                 kube.create(probe, dry_run=True)
-            except ApiException as error:
+            except Rejected as refused:
                 # The Trainer's and Kueue's words for a runtime they cannot see yet.
                 unseen = ("must be created before", f"runtime '{name}' not found")
-                if any(text in str(error.body) for text in unseen):
+                if any(text in refused.message for text in unseen):
                     return False
                 raise
             return True

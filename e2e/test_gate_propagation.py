@@ -32,7 +32,6 @@ def test_scheduling_gates_propagate_to_jobset_jobs_and_pods(trainjob_view, train
     assert gate_names(job_pod_spec(jobs[0])) == GATES
 
     pods = wait_scheduling_gated(view, "gated", 2)
-    assert len(pods) == 2
     for pod in pods:
         name = pod["metadata"]["name"]
         assert gate_names(pod["spec"]) == GATES, name

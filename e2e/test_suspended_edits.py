@@ -8,6 +8,7 @@ from trainjob_conformance.policies.steps import (
     active_by_replicated_job,
     admission_answer,
     gate_names,
+    job_pod_spec,
     jobset_pod_spec,
     patch_trainjob,
     rejection_of,
@@ -77,6 +78,11 @@ def resume_after_edit(view, templates, runtime, name, edit, gates_after):
     """Create suspended with BEFORE, edit the overrides to `edit`, resume; the Pods."""
     create(view, runtime, name, True, [BEFORE])
     jobset_shows(view, name, "block-a", [GATE_BEFORE])
+    # JobSet creates the Jobs while suspended: the state that resume merges into.
+    view.wait(
+        f"the suspended Job of {name} to carry {GATE_BEFORE}",
+        lambda: [j for j in view.jobs(name) if GATE_BEFORE in gate_names(job_pod_spec(j))],
+    )
     patch_trainjob(view, name, templates.override_fields([edit]))
     jobset_shows(view, name, "block-b", gates_after)
     patch_trainjob(view, name, {"suspend": False})
@@ -105,6 +111,7 @@ def test_gate_removed_while_suspended_is_gone_from_the_pods_after_resume(
     pods = resume_after_edit(
         trainjob_view, trainjob_templates, training_runtime(), "ungate", AFTER_UNGATED, []
     )
+    trainjob_policy.gap_exercised(f"the suspended Job carried {GATE_BEFORE} before the edit")
 
     with trainjob_policy.holds():
         for pod in pods:

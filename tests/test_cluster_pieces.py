@@ -88,7 +88,7 @@ def test_cli_reports_an_unknown_profile_in_one_line(capsys):
 
 def test_cli_down_without_state_is_a_clear_error(tmp_path, capsys):
     assert main(["down", "--run-dir", str(tmp_path)]) == 2
-    assert "no cluster state" in capsys.readouterr().err
+    assert "holds no cluster of trainjob-conformance" in capsys.readouterr().err
 
 
 def test_cli_render_rejects_wrong_types(capsys):

@@ -67,6 +67,7 @@ def test_known_gap_that_now_holds_fails_the_run_by_name(run):
 import pytest
 @pytest.mark.policy("TJ-X-001")
 def test_it(trainjob_policy):
+    trainjob_policy.gap_exercised("the Pods carried the gate before the edit")
     with trainjob_policy.holds():
         assert True
 """
@@ -75,6 +76,88 @@ def test_it(trainjob_policy):
     result.stdout.fnmatch_lines(
         ["*GAP CLOSED: TJ-X-001 now holds on Trainer v2.2.1*", "*GAP-CLOSED*"]
     )
+
+
+def test_known_gap_is_not_closed_unless_its_mechanism_was_exercised(run):
+    result = run(
+        """
+import pytest
+@pytest.mark.policy("TJ-X-001")
+def test_it(trainjob_policy):
+    with trainjob_policy.holds():
+        assert True
+"""
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*TJ-X-001*FAIL*"])
+    assert "never showed the gap's mechanism at work" in result.stdout.str()
+    assert "GAP-CLOSED" not in result.stdout.str()
+
+
+def test_known_gap_policy_without_holds_is_a_collection_error(run):
+    result = run(
+        """
+import pytest
+@pytest.mark.policy("TJ-X-001")
+def test_it():
+    assert True
+"""
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*TJ-X-001 names a known gap*states no*holds()*"])
+
+
+def test_a_broken_stack_is_an_error_not_a_failure(run):
+    result = run(
+        """
+import pytest
+from trainjob_conformance.cluster.stack_watch import Breakage, StackBroken
+@pytest.mark.policy("TJ-X-002")
+def test_it():
+    raise StackBroken([Breakage("trainer manager", "killed by SIGKILL", "last log line")])
+""",
+        version="v2.4.0",
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*TJ-X-002*ERROR*", "*the stack broke: trainer manager killed by SIGKILL*"]
+    )
+    assert " FAIL " not in result.stdout.str()
+
+
+def test_a_failure_while_the_health_file_reports_a_breakage_is_an_error(run, tmp_path):
+    health = tmp_path / "stack-health.json"
+    health.write_text(
+        '[{"component": "jobset manager", "state": "exited with code 1", "log_tail": "x"}]'
+    )
+    result = run(
+        f"""
+import pytest
+@pytest.mark.policy("TJ-X-002")
+def test_it(trainjob_cluster):
+    trainjob_cluster.health_file = __import__("pathlib").Path({str(health)!r})
+    assert False, "timed out waiting for the JobSet"
+""",
+        version="v2.4.0",
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*the stack broke: jobset manager exited with code 1*"])
+
+
+def test_a_refusal_is_reported_in_the_clusters_words(run):
+    result = run(
+        """
+import pytest
+from trainjob_conformance.kube.errors import Rejected
+@pytest.mark.policy("TJ-X-002")
+def test_it():
+    raise Rejected(403, "Forbidden", 'admission webhook "v" denied the request: no')
+""",
+        version="v2.4.0",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*TJ-X-002*FAIL*"])
+    assert "kube.errors" not in result.stdout.str().split("TrainJob conformance")[-1]
 
 
 def test_failure_outside_holds_is_not_excused_as_the_gap(run):
@@ -123,14 +206,14 @@ def test_a_skip_outside_the_catalog_is_reported_as_not_run(run):
     result = run(
         """
 import pytest
-@pytest.mark.policy("TJ-X-001")
+@pytest.mark.policy("TJ-X-002")
 def test_it():
     pytest.skip("no second cluster here")
 """,
         version="v2.4.0",
     )
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*TJ-X-001*skipped*"])
+    result.stdout.fnmatch_lines(["*TJ-X-002*skipped*"])
 
 
 def test_unknown_policy_id_stops_collection(run):

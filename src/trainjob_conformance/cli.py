@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+import traceback
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.interrupts import (
+    Terminated,
+    die_with_parent,
+    raise_interrupt_on_termination,
+)
 from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, load_profile, profile_names
 
 
@@ -29,7 +38,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_up(args: argparse.Namespace) -> int:
     from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
 
-    run_dir = Path(args.run_dir or Path(".runs") / f"up-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    run_dir = Path(args.run_dir).resolve() if args.run_dir else _new_run_dir("up")
+    if run_dir not in _RUN_DIRS:
+        _RUN_DIRS.append(run_dir)
     cluster = EmbeddedStackCluster(load_profile(args.profile), run_dir)
     try:
         handle = cluster.up()
@@ -43,27 +54,27 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
-    from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
-    from trainjob_conformance.cluster.embedded_stack import STATE_FILE
-    from trainjob_conformance.cluster.processes import terminate_groups
-    from trainjob_conformance.stack.gobuild import binary_path
+    from trainjob_conformance.cluster.embedded_stack import STATE_FILE, read_state
+    from trainjob_conformance.cluster.ledger import CLOSED, LEDGER_FILE, ProcessLedger
 
     run_dir = Path(args.run_dir).resolve()
-    state_file = run_dir / STATE_FILE
-    if not state_file.is_file():
-        raise ConformanceError(f"no cluster state in {run_dir} (expected {state_file.name})")
-    state = json.loads(state_file.read_text())
-    controllers = state.get("pids") or {}
-    terminate_groups([int(pid) for pid in controllers.values()], "JobSet, Kueue and Trainer")
-    versions = state["handle"]["versions"]
-    profile = load_profile(state.get("profile", DEFAULT_PROFILE))
-    binaries = {
-        "kwokctl": binary_path("kwok", versions["kwok"], "kwokctl"),
-        "kubectl": binary_path("kubernetes", versions["kubernetes"], "kubectl"),
-    }
-    EmbeddedControlPlane.attach(profile, binaries, run_dir, state["cluster_name"]).down()
-    state_file.unlink()
-    print(f"stopped {', '.join(controllers)} and control plane {state['cluster_name']}")
+    ledger = ProcessLedger(run_dir / LEDGER_FILE)
+    if not ledger.path.is_file():
+        raise ConformanceError(
+            f"{run_dir} holds no cluster of trainjob-conformance (no {LEDGER_FILE}); "
+            "pass the --run-dir that `up` printed"
+        )
+    # Only processes the ledger names, with the start time it recorded, are
+    # signalled: a pid reused by an unrelated process is never touched.
+    stopped = [f"{p.name} (pid {p.pid})" for p in ledger.reap()]
+    ledger.mark(CLOSED)
+    try:
+        cluster = str(read_state(run_dir).get("cluster_name") or "")
+    except ConformanceError:
+        cluster = ""  # a damaged state file must not keep a cluster running
+    (run_dir / STATE_FILE).unlink(missing_ok=True)
+    name = f" of cluster {cluster}" if cluster else ""
+    print(f"stopped {', '.join(stopped)}{name}" if stopped else f"nothing{name} was running")
     return 0
 
 
@@ -79,12 +90,49 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+# Run directories of the clusters this command started, to check on interruption.
+_RUN_DIRS: list[Path] = []
+
+
+def _new_run_dir(label: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = (Path(".runs") / f"{stamp}-{label}-{os.getpid()}").resolve()
+    _RUN_DIRS.append(run_dir)
+    return run_dir
+
+
+def _run_child(command: list[str]) -> int:
+    """Run pytest and wait for it; on Ctrl-C or SIGTERM, let it stop its cluster first."""
+    child = subprocess.Popen(command, preexec_fn=die_with_parent)
+    try:
+        return child.wait()
+    except KeyboardInterrupt as interruption:
+        # Ctrl-C in a terminal reaches the whole process group, pytest
+        # included; a SIGTERM (CI cancelling the job) reached only this
+        # process, so pass it on.
+        if isinstance(interruption, Terminated):
+            child.send_signal(signal.SIGTERM)
+        _wait_for_child(child)
+        raise
+
+
+def _wait_for_child(child: subprocess.Popen[bytes]) -> None:
+    """Give the child the time its cleanup needs; a second Ctrl-C is passed on, not obeyed."""
+    while True:
+        try:
+            child.wait()
+            return
+        except KeyboardInterrupt:
+            child.send_signal(signal.SIGINT)
+
+
 def _pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
     command = [
         sys.executable,
         "-m",
         "pytest",
         "e2e",
+        f"--trainjob-run-dir={_new_run_dir(profile)}",
         f"--trainjob-profile={profile}",
         f"--trainjob-cluster={args.cluster}",
         "-n",
@@ -121,7 +169,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     load_profile(args.profile)  # an unknown profile fails here, in one line
     _check_suite_present()
     _check_cluster_args(args)
-    return subprocess.call(_pytest_command(args, args.profile))
+    return _run_child(_pytest_command(args, args.profile))
 
 
 def _cmd_matrix(args: argparse.Namespace) -> int:
@@ -137,7 +185,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     for name in profiles:
         print(f"[trainjob-conformance] profile {name}", file=sys.stderr, flush=True)
         started = time.monotonic()
-        code = subprocess.call(_pytest_command(args, name))
+        code = _run_child(_pytest_command(args, name))
         print(
             f"[trainjob-conformance] profile {name}: exit {code} in {time.monotonic() - started:.0f}s",
             file=sys.stderr,
@@ -247,18 +295,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted_message() -> str:
+    """What the interruption left, checked, never assumed."""
+    from trainjob_conformance.cluster.processes import still_running
+
+    left = {run_dir: still_running(run_dir) for run_dir in _RUN_DIRS}
+    left = {run_dir: names for run_dir, names in left.items() if names}
+    if not left:
+        return "trainjob-conformance: interrupted; nothing it started is still running"
+    lines = ["trainjob-conformance: interrupted; still running:"]
+    for run_dir, names in left.items():
+        lines.append(f"  {', '.join(names)}: trainjob-conformance down --run-dir {run_dir}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    raise_interrupt_on_termination()
     try:
         return int(args.func(args))
     except ConformanceError as error:
         print(f"trainjob-conformance: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            "trainjob-conformance: interrupted; everything it started is stopped", file=sys.stderr
-        )
+        print(_interrupted_message(), file=sys.stderr)
         return 130
+    except Exception as error:  # a bug: one line here, the traceback in a file
+        path = Path(tempfile.gettempdir()) / f"trainjob-conformance-error-{os.getpid()}.txt"
+        path.write_text("".join(traceback.format_exception(error)))
+        print(
+            f"trainjob-conformance: internal error: {error or type(error).__name__} "
+            f"(traceback in {path}; please report it)",
+            file=sys.stderr,
+        )
+        return 70
 
 
 if __name__ == "__main__":

@@ -9,25 +9,27 @@ the run directory.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import uuid
 from pathlib import Path
 
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.cluster.kwok_stages import harness_stages
+from trainjob_conformance.cluster.ledger import ProcessIdentity, processes_naming
 from trainjob_conformance.cluster.nodes import node_manifests
 from trainjob_conformance.cluster.ports import LOOPBACK
 from trainjob_conformance.cluster.processes import (
+    RunOwnership,
     register_cleanup,
+    stop_processes_naming,
     unregister_cleanup,
-    wait_gone,
 )
+from trainjob_conformance.cluster.stack_watch import Breakage, Probe
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.waits import wait_for
 from trainjob_conformance.progress import step
 from trainjob_conformance.stack.gobuild import module_source
@@ -98,6 +100,9 @@ class EmbeddedControlPlane:
     def up(self) -> Path:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config = self._kwokctl_config()
+        # Every process kwokctl starts names the cluster directory on its
+        # command line: that is how a watchdog finds them if this process dies.
+        RunOwnership.of(self.run_dir).record_directory(self.cluster_dir)
         register_cleanup(self.down)
         self._created = True
         with step(f"starting control plane {self.name} (kwokctl, binary runtime)"):
@@ -148,16 +153,27 @@ class EmbeddedControlPlane:
             f"{len(names)} kwok nodes to be Ready",
             all_ready,
             timeout=60,
-            retry_on=(ApiException,),
+            retry_on=(ApiError,),
         )
         return names
 
-    def component_pids(self) -> list[int]:
-        pids = []
-        for pid_file in (self.cluster_dir / "pids").glob("*.pid"):
-            with contextlib.suppress(ValueError, OSError):
-                pids.append(int(pid_file.read_text().strip()))
-        return pids
+    def component_probes(self) -> list[Probe]:
+        """One probe per control-plane process kwokctl started (etcd, kube-apiserver, ...)."""
+        running = processes_naming(str(self.cluster_dir), 0, {os.getpid()})
+
+        def probe_for(process: ProcessIdentity) -> Probe:
+            name = Path(process.name).name
+
+            def probe() -> Breakage | None:
+                if process.is_alive():
+                    return None
+                log = self.logs_dir / f"{name}.log"
+                tail = log.read_text(errors="replace").splitlines()[-15:] if log.is_file() else []
+                return Breakage(f"control plane {name}", "is no longer running", "\n".join(tail))
+
+            return probe
+
+        return [probe_for(process) for process in running]
 
     def down(self) -> None:
         unregister_cleanup(self.down)
@@ -166,9 +182,11 @@ class EmbeddedControlPlane:
         self._created = False
         # kwokctl signals its components and returns before they have exited;
         # wait for them, so that nothing outlives the harness.
-        pids = self.component_pids()
-        self._kwokctl("delete", "cluster", "--name", self.name, log_name="delete")
-        wait_gone(pids, f"control plane {self.name}")
+        try:
+            self._kwokctl("delete", "cluster", "--name", self.name, log_name="delete")
+        finally:
+            stop_processes_naming(self.cluster_dir, f"control plane {self.name}")
+            RunOwnership.of(self.run_dir).close()
 
     @classmethod
     def attach(

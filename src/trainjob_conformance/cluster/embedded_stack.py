@@ -7,8 +7,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from trainjob_conformance.cluster.certs import CertificateAuthority
 from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
 from trainjob_conformance.cluster.handle import ClusterHandle
@@ -19,9 +17,25 @@ from trainjob_conformance.cluster.manifests import (
     load_documents,
     webhook_configurations,
 )
-from trainjob_conformance.cluster.processes import register_cleanup, unregister_cleanup
+from trainjob_conformance.cluster.ports import LOOPBACK
+from trainjob_conformance.cluster.processes import (
+    RunOwnership,
+    reap_abandoned,
+    register_cleanup,
+    unregister_cleanup,
+)
+from trainjob_conformance.cluster.provider import startup_errors
 from trainjob_conformance.cluster.readiness import standard_probes, wait_for_admission
+from trainjob_conformance.cluster.stack_watch import (
+    HEALTH_FILE,
+    Breakage,
+    Probe,
+    StackWatch,
+    tls_endpoint_probe,
+)
+from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.waits import wait_for
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import build_profile, module_source
@@ -38,6 +52,8 @@ _BINARY = {
 _NAMESPACES = ("jobset-system", "kubeflow-system", KUEUE_NAMESPACE)
 _TORCH_RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
 STATE_FILE = "state.json"
+# How often the watch looks: a test blocked on a dead manager stops about this soon.
+_WATCH_INTERVAL = 0.5
 
 
 class EmbeddedStackCluster:
@@ -49,17 +65,26 @@ class EmbeddedStackCluster:
         self.control_plane: EmbeddedControlPlane | None = None
         self.controllers: dict[str, HostController] = {}
         self.timings: dict[str, float] = {}
+        self.owner: RunOwnership | None = None
+        self.watch: StackWatch | None = None
 
     def _timed(self, key: str, started: float) -> None:
         self.timings[key] = round(time.monotonic() - started, 1)
 
     def up(self) -> ClusterHandle:
+        with startup_errors(self.run_dir):
+            return self._up()
+
+    def _up(self) -> ClusterHandle:
         register_cleanup(self.down)
         started = time.monotonic()
         binaries = build_profile(self.profile)
         self._timed("build", started)
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Sibling runs whose owner died (SIGKILL) and whose watchdog went with it.
+        reap_abandoned(self.run_dir.parent)
+        self.owner = RunOwnership.of(self.run_dir)
         say(f"run directory {self.run_dir}")
         mark = time.monotonic()
         self.control_plane = EmbeddedControlPlane(self.profile, binaries, self.run_dir)
@@ -72,6 +97,9 @@ class EmbeddedStackCluster:
             self._install_stack(binaries, kubeconfig)
         self._timed("stack", mark)
         self._timed("total", started)
+        self.watch = StackWatch(
+            self.run_dir / HEALTH_FILE, self._watch_probes(), interval=_WATCH_INTERVAL
+        ).start()
         handle = ClusterHandle(
             provider="embedded",
             kubeconfig=kubeconfig,
@@ -79,6 +107,7 @@ class EmbeddedStackCluster:
             log_files={name: c.log_file for name, c in self.controllers.items()},
             profile=self.profile.name,
             run_dir=self.run_dir,
+            health_file=self.watch.path,
         )
         self._write_state(handle)
         say(
@@ -106,14 +135,16 @@ class EmbeddedStackCluster:
             f"{len(crd_names)} CRDs to be Established",
             lambda: all(_established(kube, crd) for crd in crd_names),
             timeout=60,
-            retry_on=(ApiException,),
+            retry_on=(ApiError,),
         )
 
         for name in _CONTROLLERS:
             directory = self.run_dir / name
             directory.mkdir(parents=True, exist_ok=True)
             binary = binaries[_BINARY[name]]
-            self.controllers[name] = STARTERS[name](binary, kubeconfig, ca, directory, ports[name])
+            self.controllers[name] = STARTERS[name](
+                binary, kubeconfig, ca, directory, ports[name], RunOwnership.of(self.run_dir)
+            )
         for controller in self.controllers.values():
             controller.wait_ready()
 
@@ -126,6 +157,22 @@ class EmbeddedStackCluster:
                 kube.apply(config)
         kube.apply(_torch_runtime(sources["trainer"]))
         wait_for_admission(kube, standard_probes(), timeout=60, log_tails=self._log_tails)
+
+    def _watch_probes(self) -> list[Probe]:
+        probes: list[Probe] = []
+        for name, controller in self.controllers.items():
+            probes.append(_process_probe(controller))
+            probes.append(
+                tls_endpoint_probe(
+                    f"{name} webhook server",
+                    LOOPBACK,
+                    controller.ports.webhook,
+                    lambda c=controller: c.process.log_tail(15),  # type: ignore[misc]
+                )
+            )
+        if self.control_plane is not None:
+            probes.extend(self.control_plane.component_probes())
+        return probes
 
     def _log_tails(self) -> str:
         return "\n".join(
@@ -143,16 +190,28 @@ class EmbeddedStackCluster:
         }
         (self.run_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
 
+    def down_hint(self) -> str:
+        return f"trainjob-conformance down --run-dir {self.run_dir}"
+
     def detach(self) -> None:
         """Leave everything running past this process; `trainjob-conformance down` stops it."""
         unregister_cleanup(self.down)
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
         if self.control_plane is not None:
             unregister_cleanup(self.control_plane.down)
         for controller in self.controllers.values():
             unregister_cleanup(controller.process.stop)
+        if self.owner is not None:
+            self.owner.detach()
+            self.owner = None
 
     def down(self) -> None:
         unregister_cleanup(self.down)
+        if self.watch is not None:
+            self.watch.stop()  # what follows is intended, not a breakage
+            self.watch = None
         # Managers first, so none of them reconciles against a dying API server.
         for name in reversed(list(self.controllers)):
             self.controllers[name].process.stop()
@@ -160,6 +219,37 @@ class EmbeddedStackCluster:
         if self.control_plane is not None:
             self.control_plane.down()
             self.control_plane = None
+        if self.owner is not None:
+            self.owner.close()
+            self.owner = None
+
+
+def _process_probe(controller: HostController) -> Probe:
+    def probe() -> Breakage | None:
+        ended = controller.process.exit_description()
+        if ended is None:
+            return None
+        return Breakage(f"{controller.component} manager", ended, controller.process.log_tail(15))
+
+    return probe
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    """The state an embedded run wrote once its cluster was ready; {} if there is none."""
+    path = run_dir / STATE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ConformanceError(f"{path} is not a readable cluster state ({error})") from None
+    handle = state.get("handle") if isinstance(state, dict) else None
+    if not isinstance(handle, dict) or "kubeconfig" not in handle:
+        raise ConformanceError(
+            f"{path} is not a cluster state of trainjob-conformance (no handle); "
+            "stop the cluster with `trainjob-conformance down --run-dir` and start a new one"
+        )
+    return state
 
 
 def _established(kube: Kube, crd_name: str) -> bool:

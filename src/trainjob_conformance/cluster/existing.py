@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import urllib3
-from kubernetes.client.exceptions import ApiException
-
-from trainjob_conformance.cluster.embedded_stack import STATE_FILE
+from trainjob_conformance.cluster.controller_watch import controller_pod_probe, ledger_probes
+from trainjob_conformance.cluster.embedded_stack import read_state
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.introspect import (
     detect_stack,
     missing_components,
 )
+from trainjob_conformance.cluster.provider import startup_errors
 from trainjob_conformance.cluster.readiness import (
     TORCH_RUNTIME,
     standard_probes,
     wait_for_admission,
 )
+from trainjob_conformance.cluster.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.kube.errors import ApiError, NotFound
 from trainjob_conformance.progress import say
 from trainjob_conformance.stack.profiles import Profile
 
@@ -30,16 +30,15 @@ def _embedded_state(kubeconfig: Path) -> dict[str, object] | None:
     # <run_dir>/kwok/clusters/<name>/kubeconfig.yaml
     if len(kubeconfig.parents) < 4:
         return None
-    state = kubeconfig.parents[3] / STATE_FILE
-    if not state.is_file():
-        return None
-    return dict(json.loads(state.read_text()))
+    return read_state(kubeconfig.parents[3]) or None
 
 
 class ExistingCluster:
     """Uses a cluster the harness did not start; `down` leaves it as it was."""
 
-    def __init__(self, kubeconfig: Path | None, profile: Profile) -> None:
+    def __init__(
+        self, kubeconfig: Path | None, profile: Profile, run_dir: Path | None = None
+    ) -> None:
         if kubeconfig is None:
             raise ConformanceError(
                 "--trainjob-cluster=existing needs --trainjob-kubeconfig PATH: the harness never "
@@ -47,14 +46,20 @@ class ExistingCluster:
             )
         self.kubeconfig = kubeconfig.expanduser().resolve()
         self.profile = profile
+        self.run_dir = run_dir
+        self.watch: StackWatch | None = None
 
     def up(self) -> ClusterHandle:
+        with startup_errors(self.run_dir):
+            return self._up()
+
+    def _up(self) -> ClusterHandle:
         if not self.kubeconfig.is_file():
             raise ConformanceError(f"kubeconfig {self.kubeconfig} does not exist")
         try:
             kube = Kube(api_client_for(self.kubeconfig))
             missing = missing_components(kube)
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
+        except ApiError as error:
             raise ConformanceError(
                 f"cannot reach the API server of {self.kubeconfig}: {error}"
             ) from None
@@ -67,6 +72,8 @@ class ExistingCluster:
         if state is not None:
             handle = ClusterHandle.from_json(state["handle"])  # type: ignore[arg-type]
             handle.provider = "existing"
+            # The one version the cluster states itself, whoever wrote the state.
+            handle.versions["kubernetes"] = kube.version.get_code().git_version.split("+")[0]
             detected_from = "state of the embedded run that started it"
         else:
             stack = detect_stack(
@@ -82,15 +89,33 @@ class ExistingCluster:
         say(f"existing cluster {self.kubeconfig}: {detected_from}")
         try:
             kube.get("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", TORCH_RUNTIME)
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        except NotFound:
             raise ConformanceError(
                 f"the cluster has no ClusterTrainingRuntime {TORCH_RUNTIME}: install Trainer's "
                 "upstream runtimes (manifests/overlays/runtimes)"
             ) from None
         wait_for_admission(kube, standard_probes(), timeout=30, log_tails=lambda: "")
+        handle.health_file = self._start_watch(kube, handle, state)
         return handle
 
+    def _start_watch(
+        self, kube: Kube, handle: ClusterHandle, state: dict[str, object] | None
+    ) -> Path | None:
+        if self.run_dir is None:
+            return None
+        if state is not None and handle.run_dir is not None:
+            probes = ledger_probes(handle.run_dir)
+        else:
+            probes = [
+                controller_pod_probe(kube, component, namespace, selector)
+                for component, (namespace, selector) in handle.controller_pods.items()
+            ]
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.watch = StackWatch(self.run_dir / HEALTH_FILE, probes, interval=2.0).start()
+        return self.watch.path
+
     def down(self) -> None:
-        """Nothing to stop: the harness did not start this cluster."""
+        """Nothing to stop but the watch: the harness did not start this cluster."""
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None

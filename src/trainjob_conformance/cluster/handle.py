@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainjob_conformance.cluster.stack_watch import StackHealth
 from trainjob_conformance.kube.client import Kube, api_client_for
 
 
@@ -24,7 +25,16 @@ class ClusterHandle:
     # In-cluster controllers: component -> (namespace, Pod label selector).
     controller_pods: dict[str, tuple[str, str]] = field(default_factory=dict)
     log_files: dict[str, Path] = field(default_factory=dict)
+    # Written by the stack watch of the process that owns the cluster.
+    health_file: Path | None = None
     _kube: Kube | None = None
+    _health: StackHealth | None = None
+
+    @property
+    def health(self) -> StackHealth:
+        if self._health is None:
+            self._health = StackHealth(self.health_file)
+        return self._health
 
     @property
     def kube(self) -> Kube:
@@ -52,6 +62,7 @@ class ClusterHandle:
             "run_dir": str(self.run_dir) if self.run_dir else "",
             "controller_pods": {k: list(v) for k, v in self.controller_pods.items()},
             "log_files": {name: str(path) for name, path in self.log_files.items()},
+            "health_file": str(self.health_file) if self.health_file else "",
         }
 
     @classmethod
@@ -67,6 +78,7 @@ class ClusterHandle:
             log_files={str(k): Path(str(v)) for k, v in log_files.items()},
             profile=str(data.get("profile") or ""),
             run_dir=Path(str(data["run_dir"])) if data.get("run_dir") else None,
+            health_file=Path(str(data["health_file"])) if data.get("health_file") else None,
             controller_pods={
                 str(k): (str(v[0]), str(v[1]))
                 for k, v in dict(data.get("controller_pods") or {}).items()  # type: ignore[call-overload]

@@ -24,7 +24,7 @@ from trainjob_conformance.cluster.manifests import (
     KUEUE_NAMESPACE,
 )
 from trainjob_conformance.cluster.ports import LOOPBACK, free_port
-from trainjob_conformance.cluster.processes import HostProcess
+from trainjob_conformance.cluster.processes import HostProcess, RunOwnership
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import wait_for
 
@@ -95,7 +95,12 @@ def _write_config(directory: Path, config: dict[str, Any]) -> Path:
 
 
 def start_jobset(
-    binary: Path, kubeconfig: Path, ca: CertificateAuthority, directory: Path, ports: Ports
+    binary: Path,
+    kubeconfig: Path,
+    ca: CertificateAuthority,
+    directory: Path,
+    ports: Ports,
+    owner: RunOwnership,
 ) -> HostController:
     cert = ca.issue_serving_cert(directory / "certs", "jobset-webhook")
     config = _write_config(
@@ -114,12 +119,17 @@ def start_jobset(
         },
     )
     args = [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
-    process = HostProcess("jobset", args, directory / "jobset.log").start()
+    process = HostProcess("jobset", args, directory / "jobset.log", owner=owner).start()
     return HostController("jobset", ports, process)
 
 
 def start_trainer(
-    binary: Path, kubeconfig: Path, ca: CertificateAuthority, directory: Path, ports: Ports
+    binary: Path,
+    kubeconfig: Path,
+    ca: CertificateAuthority,
+    directory: Path,
+    ports: Ports,
+    owner: RunOwnership,
 ) -> HostController:
     # The Trainer config has no certDir: controller-runtime reads
     # $TMPDIR/k8s-webhook-server/serving-certs, so TMPDIR is per process.
@@ -139,7 +149,7 @@ def start_trainer(
     )
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     args = [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
-    process = HostProcess("trainer", args, directory / "trainer.log", env=env).start()
+    process = HostProcess("trainer", args, directory / "trainer.log", env=env, owner=owner).start()
     return HostController("trainer", ports, process)
 
 
@@ -173,7 +183,12 @@ def _kueue_launch_prefix(cert: ServingCert, directory: Path) -> tuple[list[str],
 
 
 def start_kueue(
-    binary: Path, kubeconfig: Path, ca: CertificateAuthority, directory: Path, ports: Ports
+    binary: Path,
+    kubeconfig: Path,
+    ca: CertificateAuthority,
+    directory: Path,
+    ports: Ports,
+    owner: RunOwnership,
 ) -> HostController:
     cert = ca.issue_serving_cert(directory / "certs", "kueue-webhook")
     config = _write_config(
@@ -197,7 +212,7 @@ def start_kueue(
     prefix, extra_env = _kueue_launch_prefix(cert, directory)
     args = [*prefix, str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
     env = {**os.environ, **extra_env}
-    process = HostProcess("kueue", args, directory / "kueue.log", env=env).start()
+    process = HostProcess("kueue", args, directory / "kueue.log", env=env, owner=owner).start()
     return HostController("kueue", ports, process)
 
 

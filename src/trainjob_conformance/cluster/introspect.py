@@ -6,11 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.errors import NotFound
 
 TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
 
@@ -19,12 +17,10 @@ def trainjob_spec_properties(kube: Kube) -> dict[str, Any]:
     """The `spec` properties of the served TrainJob version's schema."""
     try:
         crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", TRAINJOB_CRD)
-    except ApiException as error:
-        if error.status == 404:
-            raise ConformanceError(
-                f"the cluster has no {TRAINJOB_CRD} CRD: install Kubeflow Trainer v2 first"
-            ) from None
-        raise
+    except NotFound:
+        raise ConformanceError(
+            f"the cluster has no {TRAINJOB_CRD} CRD: install Kubeflow Trainer v2 first"
+        ) from None
     for version in crd["spec"]["versions"]:
         if version.get("served") and version.get("storage"):
             schema = version["schema"]["openAPIV3Schema"]
@@ -58,9 +54,7 @@ def missing_components(kube: Kube) -> list[str]:
     for component, crd in REQUIRED_CRDS.items():
         try:
             kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd)
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        except NotFound:
             missing.append(f"{component} (no CRD {crd})")
     return missing
 
@@ -77,10 +71,10 @@ def detect_stack(kube: Kube, fallback: dict[str, str], fallback_source: str) -> 
     versions: dict[str, str] = {}
     sources: dict[str, str] = {}
     pods: dict[str, tuple[str, str]] = {}
-    info = client.VersionApi(kube.api_client).get_code()
+    info = kube.version.get_code()
     versions["kubernetes"] = info.git_version.split("+")[0]
     sources["kubernetes"] = "API server /version"
-    for deployment in client.AppsV1Api(kube.api_client).list_deployment_for_all_namespaces().items:
+    for deployment in kube.apps.list_deployment_for_all_namespaces().items:
         for container in deployment.spec.template.spec.containers:
             for component, fragment in CONTROLLER_IMAGES.items():
                 tag = _image_tag(container.image or "")

@@ -13,9 +13,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from trainjob_conformance.cluster.controller_watch import controller_pod_probe
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.processes import register_cleanup, unregister_cleanup
+from trainjob_conformance.cluster.provider import startup_errors
 from trainjob_conformance.cluster.readiness import standard_probes, wait_for_admission
+from trainjob_conformance.cluster.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.progress import step
@@ -102,6 +105,7 @@ class KindStackCluster:
             "install kubectl or set KUBECTL=/path/to/kubectl",
         )
         self._cluster = None
+        self.watch: StackWatch | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -135,6 +139,10 @@ class KindStackCluster:
                     ) from None
 
     def up(self) -> ClusterHandle:
+        with startup_errors(self.run_dir):
+            return self._up()
+
+    def _up(self) -> ClusterHandle:
         self.create_and_install()
         kube = Kube(api_client_for(self.kubeconfig))
         wait_for_admission(kube, standard_probes(), timeout=120, log_tails=lambda: "")
@@ -146,14 +154,30 @@ class KindStackCluster:
             run_dir=self.run_dir,
         )
         handle.controller_pods = {n: (ns, sel) for n, (ns, _, sel) in CONTROLLERS.items()}
+        probes = [
+            controller_pod_probe(kube, component, namespace, selector)
+            for component, (namespace, selector) in handle.controller_pods.items()
+        ]
+        self.watch = StackWatch(self.run_dir / HEALTH_FILE, probes, interval=2.0).start()
+        handle.health_file = self.watch.path
         return handle
+
+    def down_hint(self) -> str:
+        return f"{self.kind_bin} delete cluster --name {self.name}"
 
     def detach(self) -> None:
         """Leave the kind cluster running past this process (`kind delete cluster` removes it)."""
         unregister_cleanup(self.down)
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
 
     def down(self) -> None:
         unregister_cleanup(self.down)
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
         if self._cluster is not None:
             self._cluster.delete()
             self._cluster = None
+        self.watch: StackWatch | None = None

@@ -7,9 +7,20 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from trainjob_conformance.cluster.ledger import (
+    CLOSED,
+    DETACHED,
+    LEDGER_FILE,
+    ProcessIdentity,
+    ProcessLedger,
+    abandoned_ledgers,
+    processes_naming,
+)
+from trainjob_conformance.cluster.watchdog import start_watchdog
 from trainjob_conformance.errors import ConformanceError
 
 _STOP_GRACE_SECONDS = 10.0
@@ -25,16 +36,7 @@ def _run_cleanups() -> None:
             print(f"[trainjob-conformance] cleanup failed: {error}")
 
 
-def _on_terminate(signum: int, frame: object) -> None:
-    # SIGTERM (CI cancelling a job) would skip atexit; turn it into a normal exit.
-    raise SystemExit(128 + signum)
-
-
 atexit.register(_run_cleanups)
-if os.environ.get("PYTEST_XDIST_WORKER") is None:
-    # Not the main thread (embedded use): the caller owns signals.
-    with contextlib.suppress(ValueError):
-        signal.signal(signal.SIGTERM, _on_terminate)
 
 
 def register_cleanup(cleanup: Callable[[], None]) -> Callable[[], None]:
@@ -58,8 +60,10 @@ class HostProcess:
         log_file: Path,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        owner: RunOwnership | None = None,
     ) -> None:
         self.name = name
+        self.owner = owner
         self.args = args
         self.log_file = log_file
         self._env = env
@@ -88,6 +92,8 @@ class HostProcess:
         finally:
             sink.close()
         register_cleanup(self.stop)
+        if self.owner is not None:
+            self.owner.record(self._popen.pid, self.name)
         return self
 
     @property
@@ -97,17 +103,24 @@ class HostProcess:
     def exit_code(self) -> int | None:
         return self._popen.poll() if self._popen else None
 
+    def exit_description(self) -> str | None:
+        """How it ended, in words ("exited with code 1", "killed by SIGKILL"), or None."""
+        code = self.exit_code()
+        if code is None:
+            return None
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exited with code {code}"
+
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_file.exists():
             return "(no log)"
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
     def ensure_running(self) -> None:
-        code = self.exit_code()
-        if code is not None:
-            raise ConformanceError(
-                f"{self.name} exited with code {code}; log {self.log_file}:\n{self.log_tail()}"
-            )
+        ended = self.exit_description()
+        if ended is not None:
+            raise ConformanceError(f"{self.name} {ended}; log {self.log_file}:\n{self.log_tail()}")
 
     def stop(self) -> None:
         unregister_cleanup(self.stop)
@@ -123,38 +136,93 @@ class HostProcess:
             pass
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0); it holds no resources, so it counts as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ", 1)[1][:1] != "Z"
-    except OSError:
-        return False
+class RunOwnership:
+    """The ledger and watchdog of one run directory, shared by everything started there."""
+
+    _by_dir: dict[Path, RunOwnership] = {}
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.ledger = ProcessLedger.create(run_dir)
+        self._watchdog = start_watchdog(self.ledger)
+        register_cleanup(self.close)
+
+    @classmethod
+    def of(cls, run_dir: Path) -> RunOwnership:
+        key = run_dir.resolve()
+        if key not in cls._by_dir:
+            cls._by_dir[key] = cls(key)
+        return cls._by_dir[key]
+
+    def record(self, pid: int, name: str) -> None:
+        identity = ProcessIdentity.of(pid, name)
+        if identity is not None:
+            self.ledger.record(identity)
+
+    def record_directory(self, directory: Path) -> None:
+        self.ledger.record_directory(directory)
+
+    def _release(self, state: str) -> None:
+        unregister_cleanup(self.close)
+        self._by_dir.pop(self.run_dir, None)
+        self.ledger.mark(state)
+        stdin = self._watchdog.stdin
+        if stdin is not None and not stdin.closed:
+            with contextlib.suppress(OSError):
+                stdin.write(state.encode() + b"\n")
+                stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._watchdog.wait(timeout=_STOP_GRACE_SECONDS)
+
+    def close(self) -> None:
+        """Everything of the run has been stopped; reap any straggler, then retire the watchdog."""
+        if self.run_dir not in self._by_dir:
+            return
+        left = self.ledger.reap()
+        if left:
+            names = ", ".join(f"{p.name} (pid {p.pid})" for p in left)
+            print(f"[trainjob-conformance] stopped what outlived its owner: {names}")
+        self._release(CLOSED)
+
+    def detach(self) -> None:
+        """Leave the run's processes running past this process (a kept cluster)."""
+        if self.run_dir in self._by_dir:
+            self._release(DETACHED)
 
 
-def wait_gone(pids: list[int], what: str, timeout: float = _STOP_GRACE_SECONDS) -> None:
-    """Wait until `pids` have exited; SIGKILL what is left and say so."""
+def stop_processes_naming(directory: Path, what: str) -> None:
+    """Wait for every process naming `directory` to exit; SIGKILL the ones that do not."""
     from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 
+    def gone() -> bool:
+        return not processes_naming(str(directory), 0, {os.getpid()})
+
     try:
-        wait_for(f"{what} to exit", lambda: not any(_alive(p) for p in pids), timeout=timeout)
+        wait_for(f"{what} to exit", gone, timeout=_STOP_GRACE_SECONDS)
     except WaitTimeout:
-        for pid in pids:
-            if _alive(pid):
-                print(f"[trainjob-conformance] {what}: pid {pid} ignored SIGTERM; killing it")
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        for process in processes_naming(str(directory), 0, {os.getpid()}):
+            print(f"[trainjob-conformance] {what}: {process.name} ignored SIGTERM; killing it")
+            process.signal(signal.SIGKILL)
 
 
-def terminate_groups(pids: list[int], what: str) -> None:
-    """SIGTERM each process group, then wait for the leaders to exit."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-    wait_gone(pids, what)
+def still_running(run_dir: Path) -> list[str]:
+    """What a run directory's processes still running are, by name and pid."""
+    ledger = ProcessLedger(run_dir / LEDGER_FILE)
+    if not ledger.path.exists():
+        return []
+    return [f"{p.name} (pid {p.pid})" for p in ledger.living()]
+
+
+def reap_abandoned(runs_root: Path) -> None:
+    """Stop what earlier runs left behind when their owner died (SIGKILL, a lost watchdog)."""
+    if not runs_root.is_dir():
+        return
+    for ledger in abandoned_ledgers(runs_root):
+        stopped = ledger.reap()
+        ledger.mark(CLOSED)
+        if stopped:
+            names = ", ".join(f"{p.name} (pid {p.pid})" for p in stopped)
+            print(
+                f"[trainjob-conformance] stopped what a dead run left in {ledger.path.parent}: {names}",
+                file=sys.stderr,
+            )

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.stack.profiles import Profile
 
 PROVIDERS = ("embedded", "kind", "existing")
@@ -30,6 +34,26 @@ class ClusterRequest:
     kubeconfig: Path | None = None
 
 
+@contextmanager
+def startup_errors(run_dir: Path | None) -> Iterator[None]:
+    """A bounded wait that runs out while a cluster starts is a ConformanceError.
+
+    Its first line says what did not happen; the rest (objects, log tails)
+    goes to a file, so the CLI and pytest print one line, not a traceback.
+    """
+    try:
+        yield
+    except WaitTimeout as error:
+        first, _, details = str(error).partition("\n")
+        if details and run_dir is not None:
+            path = run_dir / "startup-error.txt"
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(str(error))
+                first = f"{first} (details: {path})"
+        raise ConformanceError(f"the cluster did not become ready: {first}") from None
+
+
 def make_provider(request: ClusterRequest) -> ClusterProvider:
     if request.provider == "embedded":
         from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
@@ -38,7 +62,7 @@ def make_provider(request: ClusterRequest) -> ClusterProvider:
     if request.provider == "existing":
         from trainjob_conformance.cluster.existing import ExistingCluster
 
-        return ExistingCluster(request.kubeconfig, request.profile)
+        return ExistingCluster(request.kubeconfig, request.profile, request.run_dir)
     if request.provider == "kind":
         from trainjob_conformance.cluster.kind import KindStackCluster
 

@@ -11,11 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 
 PROBE_NAMESPACE = "default"
@@ -94,11 +93,10 @@ def standard_probes() -> list[AdmissionProbe]:
 def _answered(kube: Kube, probe: AdmissionProbe) -> tuple[bool, str]:
     try:
         kube.create(probe.manifest, dry_run=True)
-    except ApiException as error:
-        body = error.body.decode() if isinstance(error.body, bytes) else str(error.body)
-        if probe.denied_by and probe.denied_by in body:
-            return True, body
-        return False, f"HTTP {error.status}: {body}"
+    except ApiError as error:
+        if probe.denied_by and probe.denied_by in error.message:
+            return True, error.message
+        return False, repr(error)
     if probe.denied_by:
         return False, f"allowed, but {probe.denied_by} should have denied it"
     return True, "allowed"

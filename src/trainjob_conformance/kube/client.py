@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,8 @@ from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
+
+from trainjob_conformance.kube.errors import NotFound, api_errors
 
 FIELD_MANAGER = "trainjob-conformance"
 
@@ -24,21 +28,58 @@ def api_client_for(kubeconfig: Path, context: str | None = None) -> client.ApiCl
     return client.ApiClient(configuration)
 
 
+class _Translated:
+    """A typed client API (CoreV1Api, AppsV1Api, ...) whose calls raise `kube.errors` types."""
+
+    def __init__(self, api: Any) -> None:
+        self._api = api
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._api, name)
+        if not callable(attribute):
+            return attribute
+
+        # wraps: kubernetes.watch reads the return type from the docstring.
+        @functools.wraps(attribute)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with api_errors():
+                return attribute(*args, **kwargs)
+
+        return call
+
+
 class Kube:
-    """Operations on arbitrary kinds by apiVersion and kind."""
+    """Operations on arbitrary kinds by apiVersion and kind.
+
+    Every method, and every call through `core`, `apps` and `version`, raises
+    the typed errors of `kube.errors`, never the client library's own.
+    """
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
-        self.core = client.CoreV1Api(api_client)
-        self._dynamic = DynamicClient(api_client)
+        self.core: Any = _Translated(client.CoreV1Api(api_client))
+        self.apps: Any = _Translated(client.AppsV1Api(api_client))
+        self.version: Any = _Translated(client.VersionApi(api_client))
+        with api_errors():
+            self._dynamic = DynamicClient(api_client)
 
     def resource(self, api_version: str, kind: str) -> Resource:
-        try:
-            return self._dynamic.resources.get(api_version=api_version, kind=kind)
-        except ResourceNotFoundError:
-            # Discovery is cached; a CRD installed since then needs a fresh look.
-            self._dynamic.resources.invalidate_cache()
-            return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        with api_errors():
+            try:
+                return self._dynamic.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:
+                # Discovery is cached; a CRD installed since then needs a fresh look.
+                self._dynamic.resources.invalidate_cache()
+            try:
+                return self._dynamic.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:
+                raise NotFound(
+                    404, "NotFound", f"the cluster serves no {kind} in {api_version}"
+                ) from None
+
+    def _call(self, request: Callable[[], Any]) -> Any:
+        with api_errors():
+            return request()
 
     def _for(self, obj: dict[str, Any]) -> Resource:
         return self.resource(obj["apiVersion"], obj["kind"])
@@ -46,25 +87,30 @@ class Kube:
     def apply(self, obj: dict[str, Any], field_manager: str = FIELD_MANAGER) -> dict[str, Any]:
         """Server-side apply: idempotent, and large CRDs need no annotation."""
         metadata = obj["metadata"]
-        result = self._for(obj).server_side_apply(
-            body=obj,
-            name=metadata["name"],
-            namespace=metadata.get("namespace"),
-            field_manager=field_manager,
-            force_conflicts=True,
+        resource = self._for(obj)
+        result = self._call(
+            lambda: resource.server_side_apply(
+                body=obj,
+                name=metadata["name"],
+                namespace=metadata.get("namespace"),
+                field_manager=field_manager,
+                force_conflicts=True,
+            )
         )
-        return result.to_dict()
+        return dict(result.to_dict())
 
     def create(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"body": obj, "namespace": obj["metadata"].get("namespace")}
         if dry_run:
             kwargs["query_params"] = [("dryRun", "All")]
-        return self._for(obj).create(**kwargs).to_dict()
+        resource = self._for(obj)
+        return dict(self._call(lambda: resource.create(**kwargs)).to_dict())
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> dict[str, Any]:
-        return self.resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+        resource = self.resource(api_version, kind)
+        return dict(self._call(lambda: resource.get(name=name, namespace=namespace)).to_dict())
 
     def list(
         self,
@@ -76,7 +122,8 @@ class Kube:
         kwargs: dict[str, Any] = {"namespace": namespace}
         if label_selector:
             kwargs["label_selector"] = label_selector
-        return list(self.resource(api_version, kind).get(**kwargs).to_dict().get("items", []))
+        resource = self.resource(api_version, kind)
+        return list(self._call(lambda: resource.get(**kwargs)).to_dict().get("items", []))
 
     def patch(
         self,
@@ -88,10 +135,23 @@ class Kube:
         content_type: str = "application/merge-patch+json",
     ) -> dict[str, Any]:
         resource = self.resource(api_version, kind)
-        result = resource.patch(
-            body=body, name=name, namespace=namespace, content_type=content_type
+        result = self._call(
+            lambda: resource.patch(
+                body=body, name=name, namespace=namespace, content_type=content_type
+            )
         )
-        return result.to_dict()
+        return dict(result.to_dict())
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
-        self.resource(api_version, kind).delete(name=name, namespace=namespace)
+        resource = self.resource(api_version, kind)
+        self._call(lambda: resource.delete(name=name, namespace=namespace))
+
+    def delete_if_present(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> bool:
+        """Delete unless already gone; True if this call deleted it."""
+        try:
+            self.delete(api_version, kind, name, namespace)
+        except NotFound:
+            return False
+        return True

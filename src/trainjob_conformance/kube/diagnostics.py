@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.errors import ApiError
 
 # The kinds a TrainJob policy touches, in the order a reader follows them.
 NAMESPACED_KINDS: tuple[tuple[str, str], ...] = (
@@ -30,8 +30,8 @@ def objects_yaml(kube: Kube, namespace: str) -> str:
     for api_version, kind in NAMESPACED_KINDS:
         try:
             items = kube.list(api_version, kind, namespace=namespace)
-        except (ApiException, Exception) as error:  # a missing CRD is worth a line, not a crash
-            sections.append(f"# {kind}: could not list ({error.__class__.__name__})")
+        except ApiError as error:  # a missing CRD is worth a line, not a crash
+            sections.append(f"# {kind}: could not list ({error.message})")
             continue
         if not items:
             sections.append(f"# {kind}: none")

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.errors import NotFound
 
 TEST_NAMESPACE_LABEL = "trainjob-conformance.kubeflow.org/test"
 
@@ -38,8 +39,5 @@ def temporary_namespace(
     finally:
         # Background: the namespace controller removes the contents; a test
         # does not wait for it, and the next test has its own namespace.
-        try:
+        with contextlib.suppress(NotFound):
             kube.core.delete_namespace(name, propagation_policy="Background")
-        except ApiException as error:
-            if error.status != 404:
-                raise

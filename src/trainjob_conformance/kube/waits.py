@@ -23,16 +23,21 @@ def wait_for(
     diagnostics: Callable[[], str] | None = None,
     interval: float = POLL_INTERVAL,
     retry_on: tuple[type[BaseException], ...] = (),
+    abort: Callable[[], None] | None = None,
 ) -> T:
     """Poll `probe` until it returns something truthy, for at most `timeout` seconds.
 
     `retry_on` lists exceptions that mean "not yet" (a 404 before an object
-    appears); anything else propagates at once.
+    appears); anything else propagates at once. `abort` runs before each try
+    and may raise to end the wait early (the stack under test broke: waiting
+    out the bound would only delay the verdict).
     """
     __tracebackhide__ = True
     seen: dict[str, Any] = {"value": None, "error": None}
 
     def attempt() -> T | None:
+        if abort is not None:
+            abort()
         try:
             value = probe()
         except retry_on as error:

@@ -34,6 +34,11 @@ class Policy:
     trainer: str
     expectations: tuple[Expectation, ...] = field(default_factory=tuple)
 
+    @property
+    def has_known_gap(self) -> bool:
+        """Some release range of this policy is a known upstream gap."""
+        return any(e.values.get("outcome") == Outcome.KNOWN_GAP.value for e in self.expectations)
+
     def _matching(self, trainer_version: str) -> dict[str, Any]:
         for expectation in self.expectations:
             if in_range(trainer_version, expectation.trainer):

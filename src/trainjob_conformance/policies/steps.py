@@ -2,40 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from trainjob_conformance.cluster.kwok_stages import HOLD_ANNOTATION
+from trainjob_conformance.kube.errors import Rejected
 from trainjob_conformance.policies.view import JOBSET, POD, TRAINJOB, TrainJobView, condition
 
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
-class Rejection:
-    """What the API server answered when it refused a request."""
+def rejection_of(request: Callable[[], Any]) -> Rejected:
+    """Run a request that the policy says must be refused; fail if it is accepted.
 
-    def __init__(self, error: ApiException) -> None:
-        self.status = error.status
-        raw = error.body.decode() if isinstance(error.body, bytes) else str(error.body or "")
-        try:
-            self.message = str(json.loads(raw).get("message", raw))
-        except json.JSONDecodeError:
-            self.message = raw
-
-    def __repr__(self) -> str:
-        return f"HTTP {self.status}: {self.message}"
-
-
-def rejection_of(request: Callable[[], Any]) -> Rejection:
-    """Run a request that the policy says must be refused; fail if it is accepted."""
+    Only a refusal counts: an unreachable webhook or a server error is the
+    stack's failure and propagates as such.
+    """
     __tracebackhide__ = True
     try:
         request()
-    except ApiException as error:
-        return Rejection(error)
+    except Rejected as refused:
+        return refused
     raise AssertionError("the request was accepted, but the policy says it must be rejected")
 
 
@@ -54,10 +41,10 @@ def admission_answer(request: Callable[[], Any]) -> AdmissionAnswer:
     """Send a request and report the verdict; errors other than 403 propagate."""
     try:
         request()
-    except ApiException as error:
-        if error.status != 403:
+    except Rejected as refused:
+        if refused.status != 403:
             raise
-        return AdmissionAnswer("forbidden", Rejection(error).message)
+        return AdmissionAnswer("forbidden", refused.message)
     return AdmissionAnswer("allowed", "the request was accepted")
 
 

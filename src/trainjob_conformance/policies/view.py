@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import watch
-from kubernetes.client.exceptions import ApiException
 
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.diagnostics import namespace_report
+from trainjob_conformance.kube.errors import NotFound
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 from trainjob_conformance.render.templates import TemplateSet
 
@@ -23,6 +23,7 @@ JOB = ("batch/v1", "Job")
 POD = ("v1", "Pod")
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 DEFAULT_TIMEOUT = 60.0
+_WATCH_ROUND_SECONDS = 2
 
 
 class TrainJobView:
@@ -61,24 +62,20 @@ class TrainJobView:
             probe,
             timeout=timeout,
             diagnostics=self.diagnostics,
-            retry_on=(_NotFound,),
+            retry_on=(NotFound,),
+            abort=self.cluster.health.raise_if_broken,
         )
 
     def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         return self.kube.create(manifest)
 
     def get(self, kind: tuple[str, str], name: str) -> dict[str, Any]:
-        try:
-            return self.kube.get(*kind, name=name, namespace=self.namespace)
-        except ApiException as error:
-            if error.status == 404:
-                raise _NotFound(f"{kind[1]} {self.namespace}/{name} not found") from None
-            raise
+        return self.kube.get(*kind, name=name, namespace=self.namespace)
 
     def find(self, kind: tuple[str, str], name: str) -> dict[str, Any] | None:
         try:
             return self.get(kind, name)
-        except _NotFound:
+        except NotFound:
             return None
 
     def trainjob(self, name: str) -> dict[str, Any]:
@@ -143,12 +140,14 @@ class TrainJobView:
         deadline = time.monotonic() + timeout
         stream = watch.Watch()
         while (remaining := deadline - time.monotonic()) > 0:
+            self.cluster.health.raise_if_broken()
             for event in stream.stream(
                 self.kube.core.list_namespaced_pod,
                 self.namespace,
                 label_selector=f"{JOBSET_NAME_LABEL}={trainjob}",
                 resource_version=since,
-                timeout_seconds=max(1, int(remaining)),
+                # Short rounds, so a broken stack ends the watch early.
+                timeout_seconds=max(1, min(_WATCH_ROUND_SECONDS, int(remaining))),
             ):
                 pod = self.kube.api_client.sanitize_for_serialization(event["object"])
                 since = pod["metadata"]["resourceVersion"]
@@ -161,10 +160,6 @@ class TrainJobView:
             f"timed out after {timeout:.0f}s watching for {description}\n"
             f"Pod versions seen: {seen}\n{self.diagnostics()}"
         )
-
-
-class _NotFound(Exception):
-    """404 from the API server: for a wait, the object is simply not there yet."""
 
 
 def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:

@@ -14,7 +14,8 @@ KNOWN_GAP = "known-gap"
 GAP_CLOSED = "GAP-CLOSED"
 NOT_APPLICABLE = "not-applicable"
 SKIPPED = "skipped"  # not run, for a reason of the harness or cluster, not the catalog
-RESULTS = (PASS, FAIL, KNOWN_GAP, GAP_CLOSED, NOT_APPLICABLE, SKIPPED)
+ERROR = "ERROR"  # the stack broke (a component died, the cluster never started): no verdict
+RESULTS = (PASS, FAIL, KNOWN_GAP, GAP_CLOSED, NOT_APPLICABLE, SKIPPED, ERROR)
 FORMAT_VERSION = 1
 
 
@@ -39,6 +40,8 @@ class RunReport:
     cluster_start_seconds: float | None
     results: list[PolicyResult] = field(default_factory=list)
     format: int = FORMAT_VERSION
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM: policies not run are absent
+    stack_errors: list[str] = field(default_factory=list)
 
     def by_test(self) -> dict[str, PolicyResult]:
         return {r.test: r for r in self.results}

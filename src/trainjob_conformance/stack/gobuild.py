@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.interrupts import die_with_parent
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
 from trainjob_conformance.stack.components import BUILD_ORDER, COMPONENTS, Component
@@ -126,11 +127,27 @@ def _run_logged(args: list[str], cwd: Path, log: Path, what: str) -> None:
     with log.open("a") as sink:
         sink.write(f"\n$ {' '.join(args)}\n")
         sink.flush()
+        # On Ctrl-C or SIGTERM (raised here as KeyboardInterrupt) run() kills
+        # go; die_with_parent covers this process being SIGKILLed.
         result = subprocess.run(
-            args, cwd=cwd, env=_go_env(), stdout=sink, stderr=subprocess.STDOUT, check=False
+            args,
+            cwd=cwd,
+            env=_go_env(),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            check=False,
+            preexec_fn=die_with_parent,
         )
     if result.returncode != 0:
         raise ConformanceError(f"{what} failed (exit {result.returncode}); see the build log {log}")
+
+
+def _remove_abandoned_partials(target: Path) -> None:
+    """Partial outputs of builds whose process is gone (killed with SIGKILL)."""
+    for partial in target.parent.glob(f".{target.name}.partial-*"):
+        pid = partial.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path("/proc", pid).exists():
+            partial.unlink(missing_ok=True)
 
 
 def build_component(component_key: str, version: str) -> dict[str, Path]:
@@ -164,6 +181,7 @@ def build_component(component_key: str, version: str) -> dict[str, Path]:
             continue
         log = logs / f"{binary}-{version}.log"
         log.write_text(f"building {package} from {component.module}@{version}\n")
+        _remove_abandoned_partials(target)
         with step(f"building {binary} {version}"):
             _run_logged([go, "get", f"{package}@{version}"], workdir, log, f"go get {package}")
             partial = target.with_name(f".{binary}.partial-{os.getpid()}")

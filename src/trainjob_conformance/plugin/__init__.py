@@ -1,15 +1,18 @@
-"""The pytest plugin: options, the cluster fixture, namespaces and policy markers.
+"""The pytest plugin: options, the cluster fixture, namespaces, policy markers and verdicts.
 
-Under pytest-xdist the controller process owns the one cluster of a run and
-hands its coordinates to the workers; run serially, the session fixture owns it.
+pytest stays at this edge: the plugin package imports pytest, the core
+packages (cluster, kube, policies, render, report, stack) do not. Under
+pytest-xdist the controller process owns the one cluster of a run and hands
+its coordinates to the workers; run serially, the session fixture owns it.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import inspect
 import os
+import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,82 +20,54 @@ import pytest
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.introspect import trainjob_spec_properties
 from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
-from trainjob_conformance.cluster.provider import PROVIDERS
-from trainjob_conformance.cluster.session import WORKER_INPUT_KEY, ClusterSession, run_includes_e2e
+from trainjob_conformance.cluster.stack_watch import StackBroken
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.interrupts import raise_interrupt_on_termination
 from trainjob_conformance.kube.namespaces import temporary_namespace
+from trainjob_conformance.plugin import results
+from trainjob_conformance.plugin.options import (
+    Settings,
+    add_options,
+    is_xdist_worker,
+    read_settings,
+)
+from trainjob_conformance.plugin.results import PolicyResults
+from trainjob_conformance.plugin.session import ClusterSession, run_includes_e2e
+from trainjob_conformance.plugin.verdicts import PolicyContext, judge
 from trainjob_conformance.policies.catalog import Outcome, Policy, load_catalog
-from trainjob_conformance.policies.verdicts import PolicyContext, policy_result
 from trainjob_conformance.policies.view import TrainJobView
 from trainjob_conformance.render.overrides import detect_shape
 from trainjob_conformance.render.templates import TemplateSet
-from trainjob_conformance.report.collector import PolicyResults
-from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, load_profile
+from trainjob_conformance.report.model import ERROR
 
-_OWNER_KEY = pytest.StashKey[ClusterSession]()
+_SESSION_KEY = pytest.StashKey[ClusterSession]()
+_SETTINGS_KEY = pytest.StashKey[Settings]()
 _CATALOG_KEY = pytest.StashKey[dict[str, Policy]]()
+_CONTEXT_KEY = pytest.StashKey[PolicyContext]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("trainjob", "TrainJob conformance")
-    # Every option carries the --trainjob- prefix: pytest-kind-ng already owns
-    # --kubeconfig, --cluster-name and --keep-cluster, and a clash stops pytest.
-    group.addoption(
-        "--trainjob-cluster",
-        choices=PROVIDERS,
-        default="embedded",
-        help="where e2e tests run: embedded (built from upstream, default), kind, existing",
-    )
-    group.addoption(
-        "--trainjob-profile",
-        default=os.environ.get("TRAINJOB_PROFILE", DEFAULT_PROFILE),
-        help="pinned upstream version set (default: %(default)s)",
-    )
-    group.addoption(
-        "--trainjob-kubeconfig",
-        type=Path,
-        default=None,
-        help="kubeconfig of the cluster for --trainjob-cluster=existing (never the default one)",
-    )
-    group.addoption(
-        "--trainjob-keep-cluster",
-        action="store_true",
-        help="leave the cluster running after the run and print how to use it",
-    )
-    group.addoption(
-        "--trainjob-catalog",
-        type=Path,
-        default=None,
-        help="policy catalog YAML (default: <rootdir>/fixtures/policies.yaml)",
-    )
-    group.addoption(
-        "--trainjob-templates",
-        type=Path,
-        default=None,
-        help="template directory (default: <rootdir>/templates)",
-    )
-    group.addoption(
-        "--trainjob-report",
-        type=Path,
-        default=None,
-        help="write <DIR>/<profile>.json, failure diagnostics, and the policy x profile "
-        "matrix as conformance.md and conformance.html",
-    )
-    group.addoption(
-        "--trainjob-run-dir",
-        type=Path,
-        default=None,
-        help="where cluster state, controller logs and diagnostics go (default: .runs/<id>)",
-    )
+    add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: needs a real cluster with JobSet, Kueue and Trainer")
     config.addinivalue_line("markers", "policy(id): the catalog policy this test proves")
     config.addinivalue_line("markers", "kueue: the test's namespace is managed by Kueue")
-    config.stash[_OWNER_KEY] = ClusterSession(config)
+    try:
+        settings = read_settings(config)
+    except ConformanceError as error:
+        raise pytest.UsageError(str(error)) from None
+    config.stash[_SETTINGS_KEY] = settings
+    worker_input = getattr(config, "workerinput", None) if is_xdist_worker(config) else None
+    session = ClusterSession(settings, worker_input)
+    config.stash[_SESSION_KEY] = session
+    if not is_xdist_worker(config):
+        # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C: the
+        # cluster is stopped and the report says the run was interrupted.
+        raise_interrupt_on_termination()
     config.pluginmanager.register(
-        PolicyResults(config, lambda: _catalog(config), config.stash[_OWNER_KEY]),
+        PolicyResults(config, settings, lambda: _catalog(config), session),
         "trainjob-policy-results",
     )
 
@@ -100,36 +75,57 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    owner: ClusterSession = config.stash[_OWNER_KEY]
+    owner = config.stash[_SESSION_KEY]
     distributed = getattr(config.option, "numprocesses", None) and not owner.is_worker
-    if distributed and run_includes_e2e(config):
-        try:
+    if distributed and run_includes_e2e(list(config.args)):
+        # The controller starts the cluster before the workers exist; a
+        # failure is handed to them and reported as ERROR by every test.
+        with contextlib.suppress(ConformanceError):
             owner.ensure()
-        except ConformanceError as error:
-            raise pytest.UsageError(str(error)) from None
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    owner: ClusterSession = node.config.stash[_OWNER_KEY]
-    if owner.handle is not None:
-        node.workerinput[WORKER_INPUT_KEY] = json.dumps(owner.handle.to_json())
+    node.workerinput.update(node.config.stash[_SESSION_KEY].worker_input())
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> Iterator[None]:
+    # A wrapper, so the cluster stops even when another plugin's
+    # sessionfinish raises (xdist does, when Ctrl-C has already killed its
+    # workers), which would skip pytest_unconfigure.
+    try:
+        return (yield)
+    finally:
+        _finish(session.config, interrupted=session.shouldstop is not False)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    owner = config.stash.get(_OWNER_KEY, None)
-    if owner is not None:
-        owner.finish()
+    _finish(config, interrupted=False)
+
+
+def _finish(config: pytest.Config, interrupted: bool) -> None:
+    owner = config.stash.get(_SESSION_KEY, None)
+    if owner is None or owner.provider is None:
+        return
+    left = owner.finish()
+    if left:
+        print(
+            f"trainjob-conformance: still running after the run: {', '.join(left)}; "
+            f"stop them with: trainjob-conformance down --run-dir {owner.run_dir}",
+            file=sys.stderr,
+        )
 
 
 @pytest.fixture(scope="session")
 def trainjob_cluster(request: pytest.FixtureRequest) -> ClusterHandle:
     """A ready cluster with JobSet, Kueue and Trainer, its webhooks answering."""
-    owner: ClusterSession = request.config.stash[_OWNER_KEY]
+    owner = request.config.stash[_SESSION_KEY]
     try:
         return owner.ensure()
     except ConformanceError as error:
-        pytest.exit(f"trainjob-conformance: {error}", returncode=3)
+        # Every test that needs the cluster is an ERROR, with this one line.
+        pytest.fail(f"the cluster did not start: {error}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -142,6 +138,7 @@ def trainjob_worker_cluster(
     that process's session.
     """
     from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
+    from trainjob_conformance.stack.profiles import load_profile
 
     if trainjob_cluster.provider != "embedded" or trainjob_cluster.run_dir is None:
         pytest.skip(
@@ -155,7 +152,7 @@ def trainjob_worker_cluster(
     try:
         return worker.up()
     except ConformanceError as error:
-        pytest.fail(f"could not start the MultiKueue worker cluster: {error}", pytrace=False)
+        raise StackBroken.starting("MultiKueue worker cluster", str(error)) from None
 
 
 @pytest.fixture
@@ -175,10 +172,7 @@ def trainjob_namespace(
 
 def _catalog(config: pytest.Config) -> dict[str, Policy]:
     if _CATALOG_KEY not in config.stash:
-        path = (
-            config.getoption("--trainjob-catalog") or config.rootpath / "fixtures" / "policies.yaml"
-        )
-        config.stash[_CATALOG_KEY] = load_catalog(Path(path))
+        config.stash[_CATALOG_KEY] = load_catalog(config.stash[_SETTINGS_KEY].catalog)
     return config.stash[_CATALOG_KEY]
 
 
@@ -189,6 +183,14 @@ def _policy_id(item: pytest.Item) -> str | None:
     if len(marker.args) != 1 or not isinstance(marker.args[0], str):
         raise pytest.UsageError(f'{item.nodeid}: use @pytest.mark.policy("ID") with one ID')
     return str(marker.args[0])
+
+
+def _states_holds(item: pytest.Item) -> bool:
+    function = getattr(item, "function", None)
+    try:
+        return function is not None and ".holds()" in inspect.getsource(function)
+    except (OSError, TypeError):
+        return True  # no source to read: judged at run time instead
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -203,8 +205,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         policy_id = _policy_id(item)
         if policy_id not in catalog:
             raise pytest.UsageError(f"{item.nodeid}: policy {policy_id!r} is not in the catalog")
+        if catalog[policy_id].has_known_gap and not _states_holds(item):
+            raise pytest.UsageError(
+                f"{item.nodeid}: {policy_id} names a known gap in the catalog, but the test "
+                "states no `with trainjob_policy.holds():` block, so the gap cannot be judged"
+            )
         item.add_marker(pytest.mark.e2e)
-        item.user_properties.append(("policy", policy_id))
+        item.user_properties.append((results.POLICY, policy_id))
 
 
 @pytest.fixture
@@ -216,7 +223,9 @@ def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
             f"{request.node.nodeid} uses trainjob_policy without a policy marker"
         )
     cluster: ClusterHandle = request.getfixturevalue("trainjob_cluster")
-    return PolicyContext(_catalog(request.config)[policy_id], cluster.versions["trainer"])
+    context = PolicyContext(_catalog(request.config)[policy_id], cluster.versions["trainer"])
+    request.node.stash[_CONTEXT_KEY] = context
+    return context
 
 
 @pytest.fixture(autouse=True)
@@ -226,7 +235,6 @@ def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     context: PolicyContext = request.getfixturevalue("trainjob_policy")
-    request.node.user_properties.append(("expected_outcome", context.outcome.value))
     if context.outcome is Outcome.NOT_APPLICABLE:
         pytest.skip(f"{policy_id} does not apply to Trainer {context.trainer_version}")
     yield
@@ -235,8 +243,8 @@ def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> Iterator[None]:
         if report is not None and report.passed:
             raise pytest.UsageError(
                 f"{request.node.nodeid}: {policy_id} is a known gap on Trainer "
-                f"{context.trainer_version}, but the test states no `with trainjob_policy.holds():` "
-                "block, so the gap cannot be judged"
+                f"{context.trainer_version}, but the test never entered its "
+                "`with trainjob_policy.holds():` block, so the gap cannot be judged"
             )
 
 
@@ -244,10 +252,7 @@ def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> Iterator[None]:
 def trainjob_templates(trainjob_cluster: ClusterHandle, pytestconfig: pytest.Config) -> TemplateSet:
     """The Jinja templates, rendering pod overrides in the installed Trainer's field."""
     shape = detect_shape(trainjob_spec_properties(trainjob_cluster.kube))
-    directory = (
-        pytestconfig.getoption("--trainjob-templates") or pytestconfig.rootpath / "templates"
-    )
-    return TemplateSet(Path(directory), shape)
+    return TemplateSet(pytestconfig.stash[_SETTINGS_KEY].templates, shape)
 
 
 @pytest.fixture
@@ -258,14 +263,36 @@ def trainjob_view(
     return TrainJobView(trainjob_cluster, trainjob_namespace, trainjob_templates)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report: pytest.TestReport = outcome.get_result()
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
     if report.when == "call":
         item._trainjob_call_report = report  # type: ignore[attr-defined]
     policy_id = _policy_id(item)
     if policy_id is None:
-        return
+        return report
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        report.user_properties.append(("policy_result", policy_result(report)))
+        context = item.stash.get(_CONTEXT_KEY, None)
+        owner = item.config.stash[_SESSION_KEY]
+        # The cluster the test actually used (a fixture may stand in for the session's).
+        cluster = getattr(item, "funcargs", {}).get("trainjob_cluster") or owner.handle
+        health = cluster.health if isinstance(cluster, ClusterHandle) else None
+        word, reason, details = judge(
+            report, call.excinfo, health, context.outcome if context else None
+        )
+        if owner.start_error is not None and report.failed:
+            word, reason = ERROR, f"the cluster did not start: {owner.start_error}"
+        report.user_properties += [
+            (results.RESULT, word),
+            (results.REASON, reason),
+            (results.DETAILS, details),
+        ]
+        if word == ERROR:
+            if details:
+                report.sections.append(("stack watch", details))
+            # pytest, its terminal summary and JUnit call a failure outside
+            # the test body an error: the policy was not judged.
+            report.when = "setup"
+    return report

@@ -1,0 +1,219 @@
+"""Which processes a run owns, so that they are stopped even if the harness is not.
+
+A run directory holds one ledger, `owned-processes.jsonl`: a header naming the
+owner (pid and start time), one line per process the run started (pid and
+start time, so a recycled pid is never mistaken for it), and the directories
+whose processes belong to the run (kwokctl's cluster directory: every
+control-plane process it starts names that directory on its command line).
+
+A watchdog (`cluster/watchdog.py`) holds the other end of a pipe from the
+owner; when the owner dies, even by SIGKILL, the pipe closes and the watchdog
+reaps what the ledger lists. A later run reaps a ledger whose owner is gone,
+in case the watchdog was killed too. `detached` (a kept cluster) and `closed`
+(stopped cleanly) ledgers are left alone.
+
+Only the standard library is used here: the watchdog imports this module and
+must start in milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LEDGER_FILE = "owned-processes.jsonl"
+DETACHED = "detached"
+CLOSED = "closed"
+_GRACE_SECONDS = 10.0
+_POLL_SECONDS = 0.05
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (which may contain spaces)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot: with the pid, its identity."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None  # field 22 of stat(5)
+
+
+def _is_zombie(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return fields is None or fields[0] == "Z"
+
+
+def ticks_now() -> int:
+    with open("/proc/uptime") as uptime:
+        seconds = float(uptime.read().split()[0])
+    return int(seconds * os.sysconf("SC_CLK_TCK"))
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """A process as it was when the harness started it."""
+
+    pid: int
+    start: int
+    name: str
+
+    @classmethod
+    def of(cls, pid: int, name: str) -> ProcessIdentity | None:
+        ticks = start_ticks(pid)
+        return cls(pid, ticks, name) if ticks is not None else None
+
+    def is_alive(self) -> bool:
+        """Still running and still the same process (a reused pid has another start time)."""
+        return start_ticks(self.pid) == self.start and not _is_zombie(self.pid)
+
+    def signal(self, signum: int) -> bool:
+        """Signal its process group if it leads one, else itself; only if it is still ours."""
+        if not self.is_alive():
+            return False
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(self.pid) == self.pid:
+                os.killpg(self.pid, signum)
+            else:
+                os.kill(self.pid, signum)
+        return True
+
+
+def _command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def processes_naming(directory: str, since: int, exclude: set[int]) -> list[ProcessIdentity]:
+    """Processes started after `since` whose command line names `directory`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in exclude:
+            continue
+        pid = int(entry)
+        ticks = start_ticks(pid)
+        if ticks is None or ticks < since or _is_zombie(pid):
+            continue
+        command = _command_line(pid)
+        if directory in command:
+            found.append(ProcessIdentity(pid, ticks, command.split(" ", 1)[0]))
+    return found
+
+
+class ProcessLedger:
+    """The ledger file of one run directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, run_dir: Path) -> ProcessLedger:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ledger = cls(run_dir / LEDGER_FILE)
+        if not ledger.path.exists():
+            ledger._append(
+                {
+                    "owner": os.getpid(),
+                    "owner_start": start_ticks(os.getpid()),
+                    "since": ticks_now(),
+                }
+            )
+        return ledger
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        with self.path.open("a") as sink:
+            sink.write(json.dumps(entry) + "\n")
+            sink.flush()
+
+    def _entries(self) -> list[dict[str, Any]]:
+        entries = []
+        try:
+            lines = self.path.read_text().splitlines()
+        except OSError:
+            return []
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if isinstance(entry, dict):
+                    entries.append(entry)
+        return entries
+
+    def record(self, identity: ProcessIdentity) -> None:
+        self._append({"pid": identity.pid, "start": identity.start, "name": identity.name})
+
+    def record_directory(self, directory: Path) -> None:
+        self._append({"directory": str(directory)})
+
+    def mark(self, state: str) -> None:
+        self._append({"state": state})
+
+    @property
+    def state(self) -> str | None:
+        states = [e["state"] for e in self._entries() if "state" in e]
+        return states[-1] if states else None
+
+    def owner_alive(self) -> bool:
+        header = next((e for e in self._entries() if "owner" in e), None)
+        if header is None:
+            return False
+        owner = ProcessIdentity(int(header["owner"]), int(header.get("owner_start") or -1), "")
+        return owner.is_alive()
+
+    def _since(self) -> int:
+        header = next((e for e in self._entries() if "since" in e), {})
+        return int(header.get("since") or 0)
+
+    def living(self) -> list[ProcessIdentity]:
+        """Every process of this run still running, the recorded ones first."""
+        entries = self._entries()
+        recorded = [
+            ProcessIdentity(int(e["pid"]), int(e["start"]), str(e.get("name") or "?"))
+            for e in entries
+            if "pid" in e
+        ]
+        alive = [p for p in recorded if p.is_alive()]
+        exclude = {os.getpid(), *(p.pid for p in alive)}
+        for entry in entries:
+            if "directory" in entry:
+                found = processes_naming(entry["directory"], self._since(), exclude)
+                alive += found
+                exclude.update(p.pid for p in found)
+        return alive
+
+    def reap(self, grace: float = _GRACE_SECONDS) -> list[ProcessIdentity]:
+        """SIGTERM what is still running, SIGKILL what outlives the grace; returns them."""
+        targets = self.living()
+        for process in targets:
+            process.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(p.is_alive() for p in targets):
+            time.sleep(_POLL_SECONDS)
+        for process in targets:
+            process.signal(signal.SIGKILL)
+        return targets
+
+
+def abandoned_ledgers(runs_root: Path) -> list[ProcessLedger]:
+    """Ledgers under `runs_root` whose owner died without stopping or keeping its cluster."""
+    found = []
+    for path in sorted(runs_root.glob(f"*/{LEDGER_FILE}")) + sorted(
+        runs_root.glob(f"*/*/{LEDGER_FILE}")
+    ):
+        ledger = ProcessLedger(path)
+        if ledger.state in (DETACHED, CLOSED) or ledger.owner_alive():
+            continue
+        found.append(ledger)
+    return found

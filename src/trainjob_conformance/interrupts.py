@@ -1,0 +1,49 @@
+"""SIGTERM and SIGHUP handled exactly like Ctrl-C.
+
+CI cancelling a job sends SIGTERM; a closed terminal sends SIGHUP. Python's
+default for both is to die at once, skipping every cleanup. Raising
+KeyboardInterrupt instead sends them down the path Ctrl-C already takes:
+children stopped, partial files removed, the report marked interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import threading
+from types import FrameType
+
+_PR_SET_PDEATHSIG = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """A termination signal, delivered as an interruption."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+def die_with_parent() -> None:
+    """For `preexec_fn`: the child gets SIGTERM when the process that started it dies.
+
+    Covers the case no handler can: the parent killed with SIGKILL. Linux only
+    (prctl PR_SET_PDEATHSIG); elsewhere a no-op.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def raise_interrupt_on_termination() -> None:
+    """Install the handlers; only the main thread may, and only it needs to."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signum, _raise)

@@ -1,0 +1,128 @@
+"""The plugin's command-line options, and the one place that reads them."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from trainjob_conformance.cluster.provider import PROVIDERS, ClusterRequest
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, load_profile
+
+PROFILE_ENV = "TRAINJOB_PROFILE"
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("trainjob", "TrainJob conformance")
+    # Every option carries the --trainjob- prefix: pytest-kind-ng already owns
+    # --kubeconfig, --cluster-name and --keep-cluster, and a clash stops pytest.
+    group.addoption(
+        "--trainjob-cluster",
+        choices=PROVIDERS,
+        default="embedded",
+        help="where e2e tests run: embedded (built from upstream, default), kind, existing",
+    )
+    group.addoption(
+        "--trainjob-profile",
+        default=None,
+        help=f"pinned upstream version set (default: ${PROFILE_ENV} or {DEFAULT_PROFILE})",
+    )
+    group.addoption(
+        "--trainjob-kubeconfig",
+        type=Path,
+        default=None,
+        help="kubeconfig of the cluster for --trainjob-cluster=existing (never the default one)",
+    )
+    group.addoption(
+        "--trainjob-keep-cluster",
+        action="store_true",
+        help="leave the cluster running after the run and print how to use it",
+    )
+    group.addoption(
+        "--trainjob-catalog",
+        type=Path,
+        default=None,
+        help="policy catalog YAML (default: <rootdir>/fixtures/policies.yaml)",
+    )
+    group.addoption(
+        "--trainjob-templates",
+        type=Path,
+        default=None,
+        help="template directory (default: <rootdir>/templates)",
+    )
+    group.addoption(
+        "--trainjob-report",
+        type=Path,
+        default=None,
+        help="write <DIR>/<profile>.json, failure diagnostics, and the policy x profile "
+        "matrix as conformance.md and conformance.html",
+    )
+    group.addoption(
+        "--trainjob-run-dir",
+        type=Path,
+        default=None,
+        help="where cluster state, controller logs and diagnostics go (default: .runs/<id>)",
+    )
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """The one test of whether this process is a pytest-xdist worker."""
+    return hasattr(config, "workerinput")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the options say, read once and checked."""
+
+    request: ClusterRequest
+    keep_cluster: bool
+    catalog: Path
+    templates: Path
+    report_dir: Path | None
+
+    @property
+    def profile(self) -> str:
+        return self.request.profile.name
+
+
+def _profile_name(config: pytest.Config) -> str:
+    explicit = config.getoption("--trainjob-profile")
+    if explicit:
+        return str(explicit)
+    return os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
+
+
+def _default_run_dir(rootpath: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return rootpath / ".runs" / f"{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    """The options as one value; bad values raise ConformanceError in one line."""
+    name = _profile_name(config)
+    try:
+        profile = load_profile(name)
+    except ConformanceError as error:
+        source = "--trainjob-profile" if config.getoption("--trainjob-profile") else PROFILE_ENV
+        raise ConformanceError(f"{source}: {error}") from None
+    run_dir = config.getoption("--trainjob-run-dir")
+    report = config.getoption("--trainjob-report")
+    return Settings(
+        request=ClusterRequest(
+            provider=config.getoption("--trainjob-cluster"),
+            profile=profile,
+            run_dir=Path(run_dir).resolve() if run_dir else _default_run_dir(config.rootpath),
+            kubeconfig=config.getoption("--trainjob-kubeconfig"),
+        ),
+        keep_cluster=bool(config.getoption("--trainjob-keep-cluster")),
+        catalog=Path(
+            config.getoption("--trainjob-catalog") or config.rootpath / "fixtures" / "policies.yaml"
+        ),
+        templates=Path(config.getoption("--trainjob-templates") or config.rootpath / "templates"),
+        report_dir=Path(report).resolve() if report else None,
+    )

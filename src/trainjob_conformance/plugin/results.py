@@ -1,0 +1,138 @@
+"""Collects policy verdicts during a run; prints the summary and writes the report."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainjob_conformance.plugin.options import Settings, is_xdist_worker
+from trainjob_conformance.plugin.session import ClusterSession
+from trainjob_conformance.policies.catalog import Policy
+from trainjob_conformance.report.model import (
+    PASS,
+    PolicyResult,
+    RunReport,
+    read_reports,
+)
+from trainjob_conformance.report.render import write_reports
+
+# user_properties a policy test's report carries (set in the plugin's makereport).
+POLICY = "policy"
+RESULT = "policy_result"
+REASON = "policy_reason"
+DETAILS = "policy_details"
+
+
+class PolicyResults:
+    """Per-run collector of policy verdicts, registered as a plugin object.
+
+    Under xdist it runs in the controller, which sees every worker's reports.
+    """
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Settings,
+        catalog: Callable[[], dict[str, Policy]],
+        session: ClusterSession,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.catalog = catalog
+        self.session = session
+        self.rows: list[PolicyResult] = []
+        self.interrupted = False
+        self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.started_monotonic = time.monotonic()
+
+    @property
+    def profile(self) -> str:
+        handle = self.session.handle
+        return handle.profile if handle is not None and handle.profile else self.settings.profile
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if RESULT not in props:
+            return
+        policy_id = str(props.get(POLICY))
+        result = str(props[RESULT])
+        row = PolicyResult(
+            policy=policy_id,
+            title=self.catalog()[policy_id].title,
+            result=result,
+            seconds=round(report.duration, 1),
+            test=report.nodeid,
+            reason=str(props.get(REASON) or "") if result != PASS else "",
+        )
+        if result != PASS and self.settings.report_dir is not None:
+            row.diagnostics = self._write_diagnostics(report, str(props.get(DETAILS) or ""))
+        self.rows.append(row)
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
+
+    def _write_diagnostics(self, report: pytest.TestReport, details: str) -> str:
+        assert self.settings.report_dir is not None
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", report.nodeid).strip("_") + ".txt"
+        relative = Path("diagnostics") / self.profile / name
+        path = self.settings.report_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = report.longreprtext or ""
+        path.write_text("\n\n".join(part for part in (text, details) if part))
+        return str(relative)
+
+    def run_report(self) -> RunReport:
+        handle = self.session.handle
+        stack_errors = sorted({r.reason for r in self.rows if r.result == "ERROR"})
+        return RunReport(
+            profile=self.profile,
+            provider=handle.provider if handle else self.settings.request.provider,
+            versions=dict(handle.versions) if handle else {},
+            started=self.started,
+            wall_seconds=round(time.monotonic() - self.started_monotonic, 1),
+            cluster_start_seconds=self.session.startup_seconds,
+            results=sorted(self.rows, key=lambda r: (r.policy, r.test)),
+            interrupted=self.interrupted,
+            stack_errors=stack_errors,
+        )
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if is_xdist_worker(self.config):
+            return
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.interrupted = True
+        report_dir = self.settings.report_dir
+        if report_dir is None or not self.rows:
+            return
+        self.run_report().write(report_dir)
+        write_reports(read_reports(report_dir), report_dir)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.rows and self.session.start_error is None:
+            return
+        owner = self.session
+        terminalreporter.section("TrainJob conformance")
+        if owner.start_error is not None:
+            terminalreporter.write_line(f"the cluster did not start: {owner.start_error}")
+        if owner.handle is not None:
+            versions = ", ".join(f"{k} {v}" for k, v in owner.handle.versions.items())
+            terminalreporter.write_line(f"cluster: {owner.handle.provider}; {versions}")
+        if owner.startup_seconds is not None:
+            terminalreporter.write_line(f"cluster start: {owner.startup_seconds:.1f}s")
+        for row in sorted(self.rows, key=lambda r: (r.policy, r.test)):
+            terminalreporter.write_line(
+                f"{row.policy:14} {row.result:15} {row.seconds:7.1f}s  {row.test}"
+            )
+            if row.result == "ERROR":
+                terminalreporter.write_line(f"{'':14} {row.reason}")
+        if self.interrupted:
+            terminalreporter.write_line(
+                "interrupted: policies that did not run are absent from the report"
+            )
+        if self.settings.report_dir is not None:
+            terminalreporter.write_line(f"report: {self.settings.report_dir / 'conformance.html'}")

@@ -1,0 +1,155 @@
+"""Process ownership: the ledger, the watchdog, and `down` never touching a stranger.
+
+These start real (harmless) `sleep` processes: what is tested is the
+harness's own bookkeeping, not cluster behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trainjob_conformance.cli import main
+from trainjob_conformance.cluster.ledger import (
+    CLOSED,
+    DETACHED,
+    LEDGER_FILE,
+    ProcessIdentity,
+    ProcessLedger,
+    abandoned_ledgers,
+)
+from trainjob_conformance.cluster.watchdog import start_watchdog
+from trainjob_conformance.kube.waits import wait_for
+
+
+@pytest.fixture
+def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def sleeper(started: list[subprocess.Popen[bytes]], marker: str = "") -> subprocess.Popen[bytes]:
+    command = ["sleep", "300"] if not marker else ["sh", "-c", f"sleep 300; : {marker}"]
+    process = subprocess.Popen(command, start_new_session=True)
+    started.append(process)
+    return process
+
+
+def exited(process: subprocess.Popen[bytes]) -> bool:
+    return process.poll() is not None
+
+
+def test_identity_refuses_a_reused_pid(sleepers: list[subprocess.Popen[bytes]]) -> None:
+    process = sleeper(sleepers)
+    identity = ProcessIdentity.of(process.pid, "sleep")
+    assert identity is not None and identity.is_alive()
+
+    stranger = ProcessIdentity(process.pid, identity.start + 1, "sleep")
+
+    assert not stranger.is_alive()
+    assert stranger.signal(15) is False
+    assert process.poll() is None
+
+
+def test_watchdog_reaps_when_the_owner_pipe_closes(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    ledger = ProcessLedger.create(tmp_path)
+    recorded = sleeper(sleepers)
+    identity = ProcessIdentity.of(recorded.pid, "recorded")
+    assert identity is not None
+    ledger.record(identity)
+    cluster_dir = tmp_path / "kwok" / "clusters" / "c1"
+    ledger.record_directory(cluster_dir)
+    named = sleeper(sleepers, marker=str(cluster_dir))
+    watchdog = start_watchdog(ledger)
+
+    assert watchdog.stdin is not None
+    watchdog.stdin.close()  # what the kernel does when the owner is SIGKILLed
+
+    wait_for("the watchdog to reap", lambda: exited(recorded) and exited(named), timeout=15)
+    assert watchdog.wait(timeout=15) == 0
+
+
+@pytest.mark.parametrize("word", [DETACHED, CLOSED])
+def test_watchdog_leaves_a_kept_or_closed_run_alone(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]], word: str
+) -> None:
+    ledger = ProcessLedger.create(tmp_path)
+    process = sleeper(sleepers)
+    identity = ProcessIdentity.of(process.pid, "kept")
+    assert identity is not None
+    ledger.record(identity)
+    watchdog = start_watchdog(ledger)
+    assert watchdog.stdin is not None
+
+    watchdog.stdin.write(word.encode() + b"\n")
+    watchdog.stdin.close()
+
+    assert watchdog.wait(timeout=15) == 0
+    assert process.poll() is None
+
+
+def test_a_ledger_whose_owner_died_is_abandoned(tmp_path: Path) -> None:
+    run = tmp_path / "run-1"
+    run.mkdir()
+    owner = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    (run / LEDGER_FILE).write_text(
+        json.dumps({"owner": int(owner.stdout), "owner_start": 1, "since": 0}) + "\n"
+    )
+    kept = tmp_path / "run-2"
+    kept.mkdir()
+    ProcessLedger.create(kept).mark(DETACHED)
+    mine = tmp_path / "run-3"
+    ProcessLedger.create(mine)
+
+    found = [ledger.path.parent.name for ledger in abandoned_ledgers(tmp_path)]
+
+    assert found == ["run-1"]
+
+
+def test_down_never_signals_a_pid_that_is_now_another_process(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stranger = sleeper(sleepers)
+    identity = ProcessIdentity.of(stranger.pid, "trainer")
+    assert identity is not None
+    ledger = ProcessLedger.create(tmp_path)
+    # The pid the run recorded, with the start time of the process it started then.
+    ledger.record(ProcessIdentity(stranger.pid, identity.start - 100, "trainer"))
+    (tmp_path / "state.json").write_text(json.dumps({"pids": {"trainer": stranger.pid}}))
+
+    assert main(["down", "--run-dir", str(tmp_path)]) == 0
+
+    with pytest.raises(subprocess.TimeoutExpired):  # still running half a second later
+        stranger.wait(timeout=0.5)
+    assert "nothing" in capsys.readouterr().out
+
+
+def test_down_with_a_garbage_state_file_still_stops_the_run(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    process = sleeper(sleepers)
+    ledger = ProcessLedger.create(tmp_path)
+    identity = ProcessIdentity.of(process.pid, "jobset")
+    assert identity is not None
+    ledger.record(identity)
+    (tmp_path / "state.json").write_bytes(b"\x00\xffnot json")
+
+    assert main(["down", "--run-dir", str(tmp_path)]) == 0
+
+    assert process.wait(timeout=15) is not None
+    assert "stopped jobset" in capsys.readouterr().out
