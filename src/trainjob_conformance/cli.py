@@ -126,6 +126,11 @@ def _wait_for_child(child: subprocess.Popen[bytes]) -> None:
             child.send_signal(signal.SIGINT)
 
 
+# pytest's exit codes as this command's: interrupted is 130 (as for Ctrl-C
+# here), a usage error is 2 (as for any bad input here).
+_PYTEST_EXIT = {2: 130, 4: 2}
+
+
 def _pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
     command = [
         sys.executable,
@@ -169,7 +174,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     load_profile(args.profile)  # an unknown profile fails here, in one line
     _check_suite_present()
     _check_cluster_args(args)
-    return _run_child(_pytest_command(args, args.profile))
+    code = _run_child(_pytest_command(args, args.profile))
+    return _PYTEST_EXIT.get(code, code)
 
 
 def _cmd_matrix(args: argparse.Namespace) -> int:
@@ -186,6 +192,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
         print(f"[trainjob-conformance] profile {name}", file=sys.stderr, flush=True)
         started = time.monotonic()
         code = _run_child(_pytest_command(args, name))
+        code = _PYTEST_EXIT.get(code, code)
         print(
             f"[trainjob-conformance] profile {name}: exit {code} in {time.monotonic() - started:.0f}s",
             file=sys.stderr,

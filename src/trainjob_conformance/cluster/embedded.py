@@ -9,6 +9,7 @@ the run directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import uuid
@@ -17,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from trainjob_conformance.cluster.kwok_stages import harness_stages
-from trainjob_conformance.cluster.ledger import ProcessIdentity, processes_naming
+from trainjob_conformance.cluster.ledger import ProcessIdentity
 from trainjob_conformance.cluster.nodes import node_manifests
 from trainjob_conformance.cluster.ports import LOOPBACK
 from trainjob_conformance.cluster.processes import (
@@ -159,7 +160,14 @@ class EmbeddedControlPlane:
 
     def component_probes(self) -> list[Probe]:
         """One probe per control-plane process kwokctl started (etcd, kube-apiserver, ...)."""
-        running = processes_naming(str(self.cluster_dir), 0, {os.getpid()})
+        # kwokctl's own pid files name its components; the managers also name
+        # the cluster directory (its kubeconfig) but are watched on their own.
+        running = []
+        for pid_file in sorted((self.cluster_dir / "pids").glob("*.pid")):
+            with contextlib.suppress(ValueError, OSError):
+                identity = ProcessIdentity.of(int(pid_file.read_text().strip()), pid_file.stem)
+                if identity is not None:
+                    running.append(identity)
 
         def probe_for(process: ProcessIdentity) -> Probe:
             name = Path(process.name).name

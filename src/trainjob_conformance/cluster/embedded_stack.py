@@ -222,6 +222,8 @@ class EmbeddedStackCluster:
         if self.owner is not None:
             self.owner.close()
             self.owner = None
+        # The cluster is gone: its state would only mislead `existing` and `down`.
+        (self.run_dir / STATE_FILE).unlink(missing_ok=True)
 
 
 def _process_probe(controller: HostController) -> Probe:

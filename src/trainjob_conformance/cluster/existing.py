@@ -103,15 +103,17 @@ class ExistingCluster:
     ) -> Path | None:
         if self.run_dir is None:
             return None
+        # Host processes are cheap to look at; Pods cost an API round trip each.
         if state is not None and handle.run_dir is not None:
-            probes = ledger_probes(handle.run_dir)
+            probes, interval = ledger_probes(handle.run_dir), 0.5
         else:
             probes = [
                 controller_pod_probe(kube, component, namespace, selector)
                 for component, (namespace, selector) in handle.controller_pods.items()
             ]
+            interval = 2.0
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.watch = StackWatch(self.run_dir / HEALTH_FILE, probes, interval=2.0).start()
+        self.watch = StackWatch(self.run_dir / HEALTH_FILE, probes, interval=interval).start()
         return self.watch.path
 
     def down(self) -> None:

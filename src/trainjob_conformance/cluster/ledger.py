@@ -109,7 +109,7 @@ def processes_naming(directory: str, since: int, exclude: set[int]) -> list[Proc
             continue
         command = _command_line(pid)
         if directory in command:
-            found.append(ProcessIdentity(pid, ticks, command.split(" ", 1)[0]))
+            found.append(ProcessIdentity(pid, ticks, os.path.basename(command.split(" ", 1)[0])))
     return found
 
 

@@ -6,6 +6,7 @@ import html
 from pathlib import Path
 
 from trainjob_conformance.report.model import (
+    ERROR,
     FAIL,
     GAP_CLOSED,
     KNOWN_GAP,
@@ -23,6 +24,7 @@ _SYMBOL = {
     GAP_CLOSED: "GAP CLOSED",
     SKIPPED: "not run",
     NOT_APPLICABLE: "n/a",
+    ERROR: "ERROR",
 }
 _CSS_CLASS = {
     PASS: "pass",
@@ -31,6 +33,7 @@ _CSS_CLASS = {
     GAP_CLOSED: "fail",
     SKIPPED: "gap",
     NOT_APPLICABLE: "na",
+    ERROR: "fail",
 }
 
 
@@ -38,7 +41,7 @@ def _cell(results: list[PolicyResult]) -> str:
     """One policy on one profile; a parametrized policy is the worst of its tests."""
     if not results:
         return ""
-    order = [FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP, PASS, NOT_APPLICABLE]
+    order = [ERROR, FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP, PASS, NOT_APPLICABLE]
     return min((r.result for r in results), key=order.index)
 
 
@@ -57,7 +60,7 @@ def _problems(reports: list[RunReport]) -> list[tuple[str, PolicyResult]]:
         (report.profile, r)
         for report in reports
         for r in report.results
-        if r.result in (FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP)
+        if r.result in (ERROR, FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP)
     ]
 
 
