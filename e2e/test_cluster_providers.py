@@ -10,6 +10,8 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.gobuild import build_profile
 from trainjob_conformance.stack.profiles import load_profile
 
+pytestmark = pytest.mark.harness
+
 
 def test_existing_provider_accepts_a_cluster_with_the_stack(trainjob_cluster):
     if trainjob_cluster.provider != "embedded":

@@ -144,6 +144,9 @@ def _pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
         str(args.workers),
         "-p",
         "no:cacheprovider",
+        # The harness's own tests belong to ./scripts/test, not to a conformance run.
+        "-m",
+        "not harness",
     ]
     if args.kubeconfig:
         command.append(f"--trainjob-kubeconfig={Path(args.kubeconfig).resolve()}")

@@ -54,6 +54,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: needs a real cluster with JobSet, Kueue and Trainer")
     config.addinivalue_line("markers", "policy(id): the catalog policy this test proves")
     config.addinivalue_line("markers", "kueue: the test's namespace is managed by Kueue")
+    config.addinivalue_line(
+        "markers", "harness: a test of the harness itself (./scripts/test), not a policy"
+    )
     try:
         settings = read_settings(config)
     except ConformanceError as error:
