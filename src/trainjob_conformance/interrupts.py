@@ -40,6 +40,15 @@ def die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+def ignore_interrupts() -> None:
+    """From here on the process only finishes its work: Ctrl-C and SIGTERM are ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signum, signal.SIG_IGN)
+
+
 def raise_interrupt_on_termination() -> None:
     """Install the handlers; only the main thread may, and only it needs to."""
     if threading.current_thread() is not threading.main_thread():

@@ -22,7 +22,7 @@ from trainjob_conformance.cluster.introspect import trainjob_spec_properties
 from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
 from trainjob_conformance.cluster.stack_watch import StackBroken
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.interrupts import raise_interrupt_on_termination
+from trainjob_conformance.interrupts import ignore_interrupts, raise_interrupt_on_termination
 from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.plugin import results
 from trainjob_conformance.plugin.options import (
@@ -97,6 +97,10 @@ def pytest_sessionfinish(session: pytest.Session) -> Iterator[None]:
     # A wrapper, so the cluster stops even when another plugin's
     # sessionfinish raises (xdist does, when Ctrl-C has already killed its
     # workers), which would skip pytest_unconfigure.
+    if not is_xdist_worker(session.config):
+        # The tests are over: a Ctrl-C now would only cut the report and
+        # the cluster's shutdown short, so both run to the end.
+        ignore_interrupts()
     try:
         return (yield)
     finally:
