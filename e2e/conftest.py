@@ -7,9 +7,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from trainjob_conformance.kube.errors import Rejected
+from trainjob_conformance.kube.kinds import LOCAL_QUEUE
 from trainjob_conformance.policies.view import TrainJobView
-
-LOCAL_QUEUE = ("kueue.x-k8s.io/v1beta2", "LocalQueue")
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainjob_conformance.kube.kinds import JOBSET
 from trainjob_conformance.policies.steps import (
     EXAMPLE_GATES as GATES,
 )
@@ -15,7 +16,6 @@ from trainjob_conformance.policies.steps import (
     submit_gated,
     wait_scheduling_gated,
 )
-from trainjob_conformance.policies.view import JOBSET
 
 
 @pytest.mark.policy("TJ-GATE-001")

@@ -7,6 +7,7 @@ import base64
 import pytest
 
 from trainjob_conformance.cluster.manifests import KUEUE_NAMESPACE
+from trainjob_conformance.kube.kinds import ADMISSION_CHECK, JOBSET, TRAINJOB
 from trainjob_conformance.kube.kubeconfig import flattened
 from trainjob_conformance.policies.steps import (
     TOPOLOGY_GATE,
@@ -18,7 +19,7 @@ from trainjob_conformance.policies.steps import (
     wait_workload,
     workloads_of,
 )
-from trainjob_conformance.policies.view import JOBSET, TRAINJOB, condition
+from trainjob_conformance.policies.view import condition
 
 pytestmark = pytest.mark.kueue
 
@@ -254,9 +255,6 @@ def test_multikueue_queue_hands_the_trainjob_to_multikueue(
         assert view.find(JOBSET, "remote") is None, (
             "the local Trainer built a JobSet for a MultiKueue job"
         )
-
-
-ADMISSION_CHECK = ("kueue.x-k8s.io/v1beta2", "AdmissionCheck")
 
 
 def kubeconfig_secret(name, kubeconfig_path):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
 from trainjob_conformance.policies.steps import patch_trainjob, rejection_of
-from trainjob_conformance.policies.view import JOBSET, TRAINJOB
 
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
 from trainjob_conformance.policies.steps import rejection_of
-from trainjob_conformance.policies.view import JOBSET, TRAINJOB
 
 pytestmark = pytest.mark.e2e
 

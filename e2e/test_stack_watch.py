@@ -20,7 +20,7 @@ import signal
 import pytest
 
 from trainjob_conformance.cluster.ledger import LEDGER_FILE, ProcessLedger
-from trainjob_conformance.policies.view import JOBSET
+from trainjob_conformance.kube.kinds import JOBSET
 
 
 @pytest.mark.policy("TJ-STACK-001")

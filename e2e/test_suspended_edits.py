@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
 from trainjob_conformance.policies.steps import (
     active_by_replicated_job,
     admission_answer,
@@ -14,7 +15,6 @@ from trainjob_conformance.policies.steps import (
     rejection_of,
     wait_running,
 )
-from trainjob_conformance.policies.view import JOBSET, TRAINJOB
 
 BLOCK = "cloud.provider.com/topology-block"
 GATE_BEFORE = "example.com/before"

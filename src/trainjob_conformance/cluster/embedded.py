@@ -10,9 +10,11 @@ the run directory.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -32,11 +34,27 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
 from trainjob_conformance.stack.gobuild import module_source
 from trainjob_conformance.stack.profiles import Profile
 
 _CREATE_TIMEOUT = "3m"
+
+
+@contextlib.contextmanager
+def _one_kwokctl_create_at_a_time() -> Iterator[None]:
+    """kwokctl picks free ports and binds them later: two creates at once (a run's
+    MultiKueue worker next to another test's cluster) can pick the same port,
+    and the loser's kwok-controller never makes its nodes Ready."""
+    lock_path = cache_root() / "kwokctl-create.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class EmbeddedControlPlane:
@@ -106,7 +124,10 @@ class EmbeddedControlPlane:
         RunOwnership.of(self.run_dir).record_directory(self.cluster_dir)
         register_cleanup(self.down)
         self._created = True
-        with step(f"starting control plane {self.name} (kwokctl, binary runtime)"):
+        with (
+            step(f"starting control plane {self.name} (kwokctl, binary runtime)"),
+            _one_kwokctl_create_at_a_time(),
+        ):
             self._kwokctl(
                 "--config",
                 str(config),

@@ -36,6 +36,7 @@ from trainjob_conformance.cluster.stack_watch import (
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
+from trainjob_conformance.kube.kinds import CRD
 from trainjob_conformance.kube.waits import wait_for
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import build_profile, module_source
@@ -255,7 +256,7 @@ def read_state(run_dir: Path) -> dict[str, Any]:
 
 
 def _established(kube: Kube, crd_name: str) -> bool:
-    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd_name)
+    crd = kube.get(*CRD, crd_name)
     conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 

@@ -9,6 +9,7 @@ from typing import Any
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import NotFound
+from trainjob_conformance.kube.kinds import CRD
 
 TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
 
@@ -16,7 +17,7 @@ TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
 def trainjob_spec_properties(kube: Kube) -> dict[str, Any]:
     """The `spec` properties of the served TrainJob version's schema."""
     try:
-        crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", TRAINJOB_CRD)
+        crd = kube.get(*CRD, TRAINJOB_CRD)
     except NotFound:
         raise ConformanceError(
             f"the cluster has no {TRAINJOB_CRD} CRD: install Kubeflow Trainer v2 first"
@@ -53,7 +54,7 @@ def missing_components(kube: Kube) -> list[str]:
     missing = []
     for component, crd in REQUIRED_CRDS.items():
         try:
-            kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd)
+            kube.get(*CRD, crd)
         except NotFound:
             missing.append(f"{component} (no CRD {crd})")
     return missing

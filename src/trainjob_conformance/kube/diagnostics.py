@@ -8,15 +8,7 @@ import yaml
 
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
-
-# The kinds a TrainJob policy touches, in the order a reader follows them.
-NAMESPACED_KINDS: tuple[tuple[str, str], ...] = (
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-    ("batch/v1", "Job"),
-    ("v1", "Pod"),
-    ("kueue.x-k8s.io/v1beta2", "Workload"),
-)
+from trainjob_conformance.kube.kinds import TRAINJOB_CHAIN
 
 
 def _trim(obj: dict[str, Any]) -> dict[str, Any]:
@@ -27,7 +19,7 @@ def _trim(obj: dict[str, Any]) -> dict[str, Any]:
 
 def objects_yaml(kube: Kube, namespace: str) -> str:
     sections = []
-    for api_version, kind in NAMESPACED_KINDS:
+    for api_version, kind in TRAINJOB_CHAIN:
         try:
             items = kube.list(api_version, kind, namespace=namespace)
         except ApiError as error:  # a missing CRD is worth a line, not a crash

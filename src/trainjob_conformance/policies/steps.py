@@ -7,6 +7,7 @@ from typing import Any
 
 from trainjob_conformance.cluster.kwok_stages import HOLD_ANNOTATION
 from trainjob_conformance.kube.errors import Rejected
+from trainjob_conformance.kube.kinds import WORKLOAD
 from trainjob_conformance.policies.view import JOBSET, POD, TRAINJOB, TrainJobView, condition
 
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -140,7 +141,6 @@ def wait_running(view: TrainJobView, trainjob: str, count: int) -> list[dict[str
     return pods
 
 
-WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 KUEUE_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 

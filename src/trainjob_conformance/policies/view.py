@@ -12,15 +12,12 @@ from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.diagnostics import namespace_report
 from trainjob_conformance.kube.errors import NotFound
+from trainjob_conformance.kube.kinds import JOB, JOBSET, POD, TRAINJOB, Kind
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 from trainjob_conformance.render.templates import TemplateSet
 
 T = TypeVar("T")
 
-TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
-JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
-JOB = ("batch/v1", "Job")
-POD = ("v1", "Pod")
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 DEFAULT_TIMEOUT = 60.0
 _WATCH_ROUND_SECONDS = 2
@@ -69,10 +66,10 @@ class TrainJobView:
     def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         return self.kube.create(manifest)
 
-    def get(self, kind: tuple[str, str], name: str) -> dict[str, Any]:
+    def get(self, kind: Kind, name: str) -> dict[str, Any]:
         return self.kube.get(*kind, name=name, namespace=self.namespace)
 
-    def find(self, kind: tuple[str, str], name: str) -> dict[str, Any] | None:
+    def find(self, kind: Kind, name: str) -> dict[str, Any] | None:
         try:
             return self.get(kind, name)
         except NotFound:
@@ -105,7 +102,7 @@ class TrainJobView:
 
     def wait_for_condition(
         self,
-        kind: tuple[str, str],
+        kind: Kind,
         name: str,
         condition_type: str,
         status: str = "True",
