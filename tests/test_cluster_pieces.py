@@ -82,7 +82,9 @@ def test_wait_returns_as_soon_as_the_probe_holds():
 def test_cli_reports_an_unknown_profile_in_one_line(capsys):
     assert main(["build", "--profile", "nope"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("trainjob-conformance: error: unknown profile 'nope'; choose one of: ")
+    assert line.startswith(
+        "trainjob-conformance: error: --profile: unknown profile 'nope'; choose one of: "
+    )
     assert "latest" in line.split("choose one of: ")[1].split(", ")
 
 

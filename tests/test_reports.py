@@ -1,3 +1,7 @@
+import json
+from dataclasses import asdict
+from pathlib import Path
+
 import pytest
 
 from trainjob_conformance.cli import main
@@ -131,3 +135,59 @@ def test_cli_report_renders_both_formats(tmp_path):
     run("latest", ("TJ-A", "pass", "")).write(tmp_path)
     assert main(["report", str(tmp_path)]) == 0
     assert (tmp_path / "conformance.md").is_file() and (tmp_path / "conformance.html").is_file()
+
+
+def _run(profile: str, results: list[tuple[str, str]], **extra: object) -> RunReport:
+    rows = [
+        PolicyResult(policy=p, title="t", result=r, seconds=1.0, test=f"t::{p}") for p, r in results
+    ]
+    return RunReport(
+        profile=profile,
+        provider="embedded",
+        versions={},
+        started="",
+        wall_seconds=1.0,
+        cluster_start_seconds=1.0,
+        results=rows,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_pass_to_not_applicable_is_a_regression() -> None:
+    diff = diff_reports(
+        [_run("latest", [("P", "pass")])], [_run("latest", [("P", "not-applicable")])]
+    )
+    assert diff.exit_code == 1
+    assert any("pass -> not-applicable" in line for line in diff.lines())
+
+
+def test_a_broken_stack_is_neither_pass_nor_regression() -> None:
+    old = [_run("latest", [("P", "pass"), ("Q", "pass")])]
+    new = [_run("latest", [("P", "ERROR"), ("Q", "pass")], stack_errors=["trainer manager died"])]
+    diff = diff_reports(old, new)
+    assert not diff.regressed
+    assert diff.exit_code == 3
+    assert "stack broken (not judged): P on latest (t::P): pass -> ERROR" in diff.lines()
+
+
+def test_an_interrupted_run_does_not_count_absent_policies_as_regressions() -> None:
+    old = [_run("latest", [("P", "pass"), ("Q", "pass")])]
+    new = [_run("latest", [("P", "pass")], interrupted=True)]
+    diff = diff_reports(old, new)
+    assert diff.missing == []
+    assert diff.exit_code == 3
+
+
+def test_a_real_regression_wins_over_a_broken_stack() -> None:
+    old = [_run("latest", [("P", "pass"), ("Q", "pass")])]
+    new = [_run("latest", [("P", "ERROR"), ("Q", "FAIL")])]
+    assert diff_reports(old, new).exit_code == 1
+
+
+def test_format_one_files_still_read(tmp_path: Path) -> None:
+    data = asdict(_run("latest", [("P", "pass")]))
+    data["format"] = 1
+    del data["interrupted"], data["stack_errors"]
+    (tmp_path / "latest.json").write_text(json.dumps(data))
+    (report,) = read_reports(tmp_path)
+    assert report.interrupted is False and report.stack_errors == []

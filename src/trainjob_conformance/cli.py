@@ -19,12 +19,20 @@ from trainjob_conformance.interrupts import (
     die_with_parent,
     raise_interrupt_on_termination,
 )
-from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, load_profile, profile_names
+from trainjob_conformance.paths import CACHE_ENV, cache_root
+from trainjob_conformance.stack.profiles import (
+    DEFAULT_PROFILE,
+    PROFILE_ENV,
+    load_profile,
+    profile_names,
+)
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from trainjob_conformance.stack.gobuild import build_profile
 
+    args.profile = _profile_arg(args)
+    _check_writable(cache_root(), f"the build cache (${CACHE_ENV})")
     started = time.monotonic()
     binaries = build_profile(load_profile(args.profile))
     for name, path in sorted(binaries.items()):
@@ -41,6 +49,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir).resolve() if args.run_dir else _new_run_dir("up")
     if run_dir not in _RUN_DIRS:
         _RUN_DIRS.append(run_dir)
+    args.profile = _profile_arg(args)
+    _check_writable(cache_root(), f"the build cache (${CACHE_ENV})")
     cluster = EmbeddedStackCluster(load_profile(args.profile), run_dir)
     try:
         handle = cluster.up()
@@ -82,7 +92,12 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from trainjob_conformance.render.overrides import OverrideShape
     from trainjob_conformance.render.templates import TemplateSet
 
-    values = json.loads(args.values) if args.values else {}
+    try:
+        values = json.loads(args.values) if args.values else {}
+    except ValueError as error:
+        raise ConformanceError(
+            f'--values is not JSON ({error}); e.g. \'{{"name": "a"}}\''
+        ) from None
     if not isinstance(values, dict):
         raise ConformanceError("--values must be a JSON object")
     templates = TemplateSet(Path(args.templates), OverrideShape(args.shape))
@@ -171,12 +186,24 @@ def _check_cluster_args(args: argparse.Namespace) -> None:
         )
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
         raise ConformanceError(f"kubeconfig {args.kubeconfig} does not exist")
+    if args.kubeconfig:
+        from trainjob_conformance.kube.kubeconfig import check_kubeconfig
+
+        check_kubeconfig(Path(args.kubeconfig))
+
+
+def _check_run_args(args: argparse.Namespace) -> None:
+    _check_suite_present()
+    _check_cluster_args(args)
+    if args.report:
+        _check_writable(Path(args.report), "the report directory")
+    if args.cluster == "embedded":
+        _check_writable(cache_root(), f"the build cache (${CACHE_ENV})")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    load_profile(args.profile)  # an unknown profile fails here, in one line
-    _check_suite_present()
-    _check_cluster_args(args)
+    args.profile = _profile_arg(args)
+    _check_run_args(args)
     code = _run_child(_pytest_command(args, args.profile))
     return _PYTEST_EXIT.get(code, code)
 
@@ -185,11 +212,8 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     from trainjob_conformance.report.model import read_reports
     from trainjob_conformance.report.render import write_reports
 
-    profiles = args.profiles.split(",") if args.profiles else profile_names()
-    for name in profiles:
-        load_profile(name)
-    _check_suite_present()
-    _check_cluster_args(args)
+    profiles = _profile_list(args.profiles)
+    _check_run_args(args)
     worst = 0
     for name in profiles:
         print(f"[trainjob-conformance] profile {name}", file=sys.stderr, flush=True)
@@ -221,7 +245,59 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
     diff = diff_reports(read_reports(Path(args.old)), read_reports(Path(args.new)))
     print("\n".join(diff.lines()))
-    return 1 if diff.regressed else 0
+    return diff.exit_code
+
+
+def _worker_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{count} workers: give 0 (serial) or more")
+    return count
+
+
+def _profile_arg(args: argparse.Namespace) -> str:
+    """--profile, else $TRAINJOB_PROFILE, else the default; checked, in one line."""
+    name = args.profile or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
+    try:
+        load_profile(name)
+    except ConformanceError as error:
+        source = "--profile" if args.profile else PROFILE_ENV
+        raise ConformanceError(f"{source}: {error}") from None
+    return name
+
+
+def _profile_list(text: str | None) -> list[str]:
+    if text is None:
+        return profile_names()
+    names = [name.strip() for name in text.split(",")]
+    if not any(names) or not all(names):
+        raise ConformanceError(
+            f"--profiles {text!r} names no profile; give a comma-separated list of: "
+            f"{', '.join(profile_names())}"
+        )
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ConformanceError(f"--profiles names {', '.join(duplicates)} more than once")
+    for name in names:
+        load_profile(name)
+    return names
+
+
+def _check_writable(directory: Path, what: str) -> None:
+    """Refuse before building or starting anything, not after."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-check-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise ConformanceError(
+            f"{what} {directory} cannot be written ({error.strerror or error}); "
+            "choose another directory"
+        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,8 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     def with_profile(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--profile",
-            default=DEFAULT_PROFILE,
-            help=f"pinned version set: {', '.join(profile_names())} (default: %(default)s)",
+            default=None,
+            help=f"pinned version set: {', '.join(profile_names())} "
+            f"(default: ${PROFILE_ENV} or {DEFAULT_PROFILE})",
         )
 
     build = sub.add_parser("build", help="build (or reuse) the binaries of a profile")
@@ -271,7 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="where to run (default: %(default)s)",
         )
         p.add_argument("--kubeconfig", help="kubeconfig of the cluster for --cluster existing")
-        p.add_argument("-n", "--workers", type=int, default=2, help="parallel workers")
+        p.add_argument(
+            "-n",
+            "--workers",
+            type=_worker_count,
+            default=2,
+            help="parallel pytest-xdist workers; 0 runs serially (default: %(default)s)",
+        )
         p.add_argument(
             "--report",
             default="reports",
@@ -298,7 +381,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", help="where to write (default: beside the results)")
     report.set_defaults(func=_cmd_report)
 
-    diff = sub.add_parser("diff", help="compare two reports; exit 1 on a regression")
+    diff = sub.add_parser(
+        "diff",
+        help="compare two reports; exit 1 on a regression, 3 if the new run broke",
+        description="Exit codes: 0 no regression; 1 a conformance regression (newly FAIL or "
+        "GAP-CLOSED, a new known gap, a policy no longer run or no longer applicable); 2 bad "
+        "input; 3 no regression, but the new run cannot be judged (ERROR results: the stack "
+        "broke, or the run was interrupted).",
+    )
     diff.add_argument("old", help="earlier result JSON or report directory")
     diff.add_argument("new", help="later result JSON or report directory")
     diff.set_defaults(func=_cmd_diff)

@@ -14,12 +14,14 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
 
 from trainjob_conformance.kube.errors import NotFound, api_errors
+from trainjob_conformance.kube.kubeconfig import check_kubeconfig
 
 FIELD_MANAGER = "trainjob-conformance"
 
 
 def api_client_for(kubeconfig: Path, context: str | None = None) -> client.ApiClient:
     """A client for exactly this kubeconfig; the default ~/.kube/config is never read."""
+    check_kubeconfig(kubeconfig, context)
     configuration = client.Configuration()
     config.load_kube_config(
         config_file=str(kubeconfig), context=context, client_configuration=configuration

@@ -113,4 +113,13 @@ def api_errors() -> Iterator[None]:
     except ApiException as error:
         raise translate(error) from None
     except (urllib3.exceptions.HTTPError, ConnectionError) as error:
-        raise ApiServerUnreachable(f"the API server did not answer: {error}") from None
+        raise ApiServerUnreachable(
+            f"the API server did not answer ({_root_cause(error)})"
+        ) from None
+
+
+def _root_cause(error: BaseException) -> str:
+    """urllib3 nests the cause (MaxRetryError -> NewConnectionError): keep the last words."""
+    while getattr(error, "reason", None) is not None and isinstance(error.reason, BaseException):  # type: ignore[attr-defined]
+        error = error.reason  # type: ignore[attr-defined]
+    return str(error).rsplit(": ", 1)[-1] if ": " in str(error) else str(error)

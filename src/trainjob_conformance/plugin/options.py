@@ -12,9 +12,7 @@ import pytest
 
 from trainjob_conformance.cluster.provider import PROVIDERS, ClusterRequest
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, load_profile
-
-PROFILE_ENV = "TRAINJOB_PROFILE"
+from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, PROFILE_ENV, load_profile
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.policies.versions import in_range
+from trainjob_conformance.policies.versions import in_range, parse_range
 
 
 class Outcome(enum.Enum):
@@ -65,19 +65,93 @@ class Policy:
 _REQUIRED = ("title", "statement", "source", "trainer")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice: in a catalog the last copy would win."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConformanceError(
+                    f"{key!r} is given twice (lines {seen[key]} and {line}); keep one"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_catalog_text(text: str, where: str) -> dict[str, Any]:
+    """The catalog's YAML as a mapping of ID to entry; one-line errors naming `where`."""
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+    except ConformanceError as error:
+        raise ConformanceError(f"{where}: {error}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConformanceError(f"{where} is not valid YAML{at}: {problem}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConformanceError(
+            f"{where} must map policy IDs to policies, not be a {type(raw).__name__}"
+        )
+    return raw
+
+
+def _expectations(policy_id: str, entry: dict[str, Any], where: str) -> list[Expectation]:
+    items = entry.get("expectations") or []
+    if not isinstance(items, list):
+        raise ConformanceError(f"{where}: policy {policy_id}: expectations must be a list")
+    expectations = []
+    for item in items:
+        if not isinstance(item, dict) or "trainer" not in item:
+            raise ConformanceError(
+                f"{where}: policy {policy_id}: each expectation needs a trainer range"
+            )
+        values = {k: v for k, v in item.items() if k != "trainer"}
+        expectations.append(Expectation(trainer=str(item["trainer"]), values=values))
+    return expectations
+
+
+def _check_ranges(
+    policy_id: str, entry: dict[str, Any], expectations: list[Expectation], where: str
+) -> None:
+    for spec in [str(entry["trainer"]), *(e.trainer for e in expectations)]:
+        try:
+            parse_range(spec)
+        except ConformanceError as error:
+            raise ConformanceError(f"{where}: policy {policy_id}: {error}") from None
+    for expectation in expectations:
+        outcome = expectation.values.get("outcome")
+        if outcome is not None and outcome not in {o.value for o in Outcome}:
+            raise ConformanceError(
+                f"{where}: policy {policy_id}: unknown outcome {outcome!r} "
+                f"(one of {', '.join(o.value for o in Outcome)})"
+            )
+
+
 def load_catalog(path: Path) -> dict[str, Policy]:
     if not path.is_file():
         raise ConformanceError(f"policy catalog {path} not found")
-    raw = yaml.safe_load(path.read_text()) or {}
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConformanceError(f"policy catalog {path} cannot be read: {error}") from None
+    raw = parse_catalog_text(text, str(path))
     catalog = {}
     for policy_id, entry in raw.items():
+        if not isinstance(entry, dict):
+            raise ConformanceError(
+                f"{path}: policy {policy_id} has no body: give it {', '.join(_REQUIRED)}"
+            )
         missing = [key for key in _REQUIRED if key not in entry]
         if missing:
             raise ConformanceError(f"{path}: policy {policy_id} lacks {', '.join(missing)}")
-        expectations = []
-        for item in entry.get("expectations") or []:
-            values = {k: v for k, v in item.items() if k != "trainer"}
-            expectations.append(Expectation(trainer=str(item["trainer"]), values=values))
+        expectations = _expectations(policy_id, entry, str(path))
+        _check_ranges(policy_id, entry, expectations, str(path))
         catalog[policy_id] = Policy(
             id=policy_id,
             title=str(entry["title"]),

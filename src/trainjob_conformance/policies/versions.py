@@ -20,15 +20,25 @@ def parse_version(text: str) -> Version:
     return major, minor, patch
 
 
+def parse_range(spec: str) -> list[tuple[str, Version]]:
+    """The comparisons of a range (">=2.2.1,<2.3.0"); ConformanceError if it is not one."""
+    clauses = []
+    for clause in str(spec).split(","):
+        match = _COMPARISON.match(clause.strip())
+        if not match:
+            raise ConformanceError(
+                f"bad version range clause {clause.strip()!r} in {spec!r} "
+                "(expected comparisons like >=2.2.1,<2.3.0)"
+            )
+        operator, bound_text = match.groups()
+        clauses.append((operator, parse_version(bound_text)))
+    return clauses
+
+
 def in_range(version: str, spec: str) -> bool:
     """True when `version` satisfies every comparison in `spec` (">=2.2.1,<2.3.0")."""
     current = parse_version(version)
-    for clause in spec.split(","):
-        match = _COMPARISON.match(clause.strip())
-        if not match:
-            raise ConformanceError(f"bad version range clause {clause!r} in {spec!r}")
-        operator, bound_text = match.groups()
-        bound = parse_version(bound_text)
+    for operator, bound in parse_range(spec):
         holds = {
             ">=": current >= bound,
             "<=": current <= bound,

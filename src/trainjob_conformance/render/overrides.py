@@ -51,7 +51,12 @@ class PodOverride:
     labels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> PodOverride:
+    def from_params(cls, params: Any) -> PodOverride:
+        if not isinstance(params, dict):
+            raise ConformanceError(
+                f"each pod override must be a mapping such as "
+                f'{{"target_job": "node", "scheduling_gates": ["example.com/g"]}}, not {params!r}'
+            )
         known = {"target_job", "scheduling_gates", "node_selector", "tolerations", "labels"}
         unknown = sorted(set(params) - known)
         if unknown:

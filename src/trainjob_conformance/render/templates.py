@@ -65,6 +65,10 @@ class TemplateSet:
 
     def parameters(self, name: str) -> dict[str, Parameter]:
         sidecar = self.directory / f"{name}.params.yaml"
+        if not (self.directory / f"{name}.yaml.j2").is_file():
+            raise ConformanceError(
+                f"no template {name!r} in {self.directory}; there are: {', '.join(self.names())}"
+            )
         if not sidecar.is_file():
             raise ConformanceError(f"template {name!r} has no parameter file {sidecar.name}")
         raw = yaml.safe_load(sidecar.read_text()) or {}

@@ -16,7 +16,9 @@ NOT_APPLICABLE = "not-applicable"
 SKIPPED = "skipped"  # not run, for a reason of the harness or cluster, not the catalog
 ERROR = "ERROR"  # the stack broke (a component died, the cluster never started): no verdict
 RESULTS = (PASS, FAIL, KNOWN_GAP, GAP_CLOSED, NOT_APPLICABLE, SKIPPED, ERROR)
-FORMAT_VERSION = 1
+# 2: ERROR results, `interrupted` and `stack_errors`. Format 1 files still read.
+FORMAT_VERSION = 2
+_READABLE_FORMATS = (1, 2)
 
 
 @dataclass
@@ -54,14 +56,31 @@ class RunReport:
 
     @classmethod
     def read(cls, path: Path) -> RunReport:
+        def refuse(why: str) -> ConformanceError:
+            return ConformanceError(f"{path} is not a trainjob-conformance result file: {why}")
+
         try:
             data = json.loads(path.read_text())
-            results = [PolicyResult(**row) for row in data.pop("results")]
-            return cls(**data, results=results)
-        except (OSError, ValueError, TypeError, KeyError) as error:
-            raise ConformanceError(
-                f"{path} is not a trainjob-conformance result file: {error}"
-            ) from None
+        except (OSError, ValueError) as error:
+            raise refuse(str(error)) from None
+        if not isinstance(data, dict):
+            raise refuse(f"it holds a JSON {type(data).__name__}, not an object")
+        version = data.get("format")
+        if version not in _READABLE_FORMATS:
+            raise refuse(
+                f"format {version!r} (this version reads {', '.join(map(str, _READABLE_FORMATS))}); "
+                "upgrade trainjob-conformance"
+            )
+        try:
+            rows = data.pop("results")
+            results = [PolicyResult(**row) for row in rows]
+            report = cls(**data, results=results)
+        except (TypeError, KeyError, AttributeError) as error:
+            raise refuse(f"unexpected content ({error})") from None
+        unknown = sorted({r.result for r in results} - set(RESULTS))
+        if unknown:
+            raise refuse(f"unknown result word(s) {', '.join(map(repr, unknown))}")
+        return report
 
 
 def read_reports(path: Path) -> list[RunReport]:

@@ -8,6 +8,8 @@ from importlib import resources
 
 from trainjob_conformance.errors import ConformanceError
 
+# The environment variable that names the profile when no option does.
+PROFILE_ENV = "TRAINJOB_PROFILE"
 COMPONENT_KEYS = ("kubernetes", "etcd", "kwok", "jobset", "kueue", "trainer")
 DEFAULT_PROFILE = "latest"
 

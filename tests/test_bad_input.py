@@ -1,0 +1,211 @@
+"""Bad input gets one line naming what is wrong and what to do, and a non-zero exit.
+
+Each case runs the real command line (or the loader the plugin uses) and checks
+the one line it prints; no traceback, nothing started.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainjob_conformance.cli import main
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.policies.catalog import load_catalog
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def kubeconfig(tmp_path: Path, content: bytes) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_bytes(content)
+    return path
+
+
+NO_CONTEXT = b"""
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"clusters: [", "is not YAML at line 1"),
+        (b"\x00\xff\xfe\x01binary", "is not a text file"),
+        (NO_CONTEXT, "has no current-context; set one"),
+        (NO_CONTEXT + b"current-context: nope\n", "has no context 'nope' (it has: x)"),
+        (b"just: a mapping\n", "has no clusters: it is not a kubeconfig"),
+    ],
+)
+def test_a_bad_kubeconfig_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, expected: str
+) -> None:
+    path = kubeconfig(tmp_path, content)
+    code = main(
+        ["run", "--cluster", "existing", "--kubeconfig", str(path), "--report", str(tmp_path)]
+    )
+    assert code == 2
+    assert expected in one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["render", "trainjob", "--values", "{name: a}"], "--values is not JSON"),
+        (["render", "nosuch", "--templates", str(REPO / "templates")], "no template 'nosuch'"),
+        (
+            [
+                "render",
+                "trainjob",
+                "--templates",
+                str(REPO / "templates"),
+                "--values",
+                '{"name": "a", "namespace": "b", "pod_overrides": [1]}',
+            ],
+            "each pod override must be a mapping",
+        ),
+        (
+            [
+                "render",
+                "trainjob",
+                "--templates",
+                str(REPO / "templates"),
+                "--values",
+                '{"name": "a", "namespace": "b", "pod_overrides": ["node"]}',
+            ],
+            "each pod override must be a mapping",
+        ),
+        (["matrix", "--profiles", ""], "--profiles '' names no profile"),
+        (["matrix", "--profiles", "latest,latest"], "names latest more than once"),
+        (["matrix", "--profiles", "latest,bogus"], "unknown profile 'bogus'"),
+    ],
+)
+def test_bad_arguments_are_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    assert main(argv) == 2
+    assert expected in one_line(capsys)
+
+
+def test_render_nosuch_lists_the_templates(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["render", "nosuch", "--templates", str(REPO / "templates")])
+    assert "there are: clusterqueue, clustertrainingruntime" in one_line(capsys)
+
+
+def test_negative_workers_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "-n", "-3"])
+    assert exited.value.code == 2
+    assert "-3 workers: give 0 (serial) or more" in capsys.readouterr().err
+
+
+def test_an_unknown_profile_in_the_environment_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TRAINJOB_PROFILE", "bogus")
+    assert main(["run"]) == 2
+    assert one_line(capsys).startswith(
+        "trainjob-conformance: error: TRAINJOB_PROFILE: unknown profile 'bogus'"
+    )
+
+
+def test_an_unwritable_report_directory_is_refused_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.chdir(REPO)
+    assert main(["run", "--report", str(blocker / "reports")]) == 2
+    assert "the report directory" in one_line(capsys)
+
+
+def test_an_unwritable_cache_is_refused_before_building(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("TRAINJOB_CONFORMANCE_CACHE", str(blocker / "cache"))
+    assert main(["build"]) == 2
+    assert "the build cache ($TRAINJOB_CONFORMANCE_CACHE)" in one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('"just a string"', "it holds a JSON str, not an object"),
+        ('{"format": 99, "results": []}', "format 99"),
+        ("not json", "is not a trainjob-conformance result file"),
+    ],
+)
+def test_a_bad_result_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str
+) -> None:
+    (tmp_path / "latest.json").write_text(content)
+    assert main(["report", str(tmp_path)]) == 2
+    assert expected in one_line(capsys)
+
+
+def test_an_unknown_result_word_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"policy": "P", "title": "t", "result": "maybe", "seconds": 1, "test": "t"}
+    report = {
+        "profile": "latest",
+        "provider": "embedded",
+        "versions": {},
+        "started": "",
+        "wall_seconds": 1,
+        "cluster_start_seconds": 1,
+        "results": [row],
+        "format": 2,
+    }
+    (tmp_path / "latest.json").write_text(json.dumps(report))
+    assert main(["diff", str(tmp_path), str(tmp_path)]) == 2
+    assert "unknown result word(s) 'maybe'" in one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("TJ-A-001: [\n", "is not valid YAML at line 2"),
+        ("- a\n- b\n", "must map policy IDs to policies, not be a list"),
+        ("TJ-A-001:\n", "policy TJ-A-001 has no body"),
+        (
+            "TJ-A-001: {title: t, statement: s, source: x, trainer: '>=2.0.0'}\n"
+            "TJ-A-001: {title: u, statement: s, source: x, trainer: '>=2.0.0'}\n",
+            "'TJ-A-001' is given twice (lines 1 and 2); keep one",
+        ),
+        (
+            "TJ-A-001: {title: t, statement: s, source: x, trainer: '>=2.x'}\n",
+            "policy TJ-A-001: bad version range clause '>=2.x'",
+        ),
+    ],
+)
+def test_a_bad_catalog_is_one_line(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text(content)
+    with pytest.raises(ConformanceError) as refused:
+        load_catalog(path)
+    assert "\n" not in str(refused.value)
+    assert expected in str(refused.value)
+
+
+@pytest.mark.parametrize("content", [b"\x00garbage", b"{}"])
+def test_down_with_a_damaged_state_and_no_ledger_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes
+) -> None:
+    (tmp_path / "state.json").write_bytes(content)
+    assert main(["down", "--run-dir", str(tmp_path)]) == 2
+    assert "holds no cluster of trainjob-conformance" in one_line(capsys)
