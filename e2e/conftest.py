@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from trainjob_conformance.cluster.capabilities import Topology
 from trainjob_conformance.kube.errors import Rejected
 from trainjob_conformance.kube.kinds import LOCAL_QUEUE
 from trainjob_conformance.policies.view import TrainJobView
@@ -76,32 +77,75 @@ def training_runtime(
 
 
 @pytest.fixture
+def schedulable_nodes(trainjob_cluster) -> Callable[[int], set[str]]:
+    """Names of the cluster's schedulable nodes; skips when there are fewer than asked."""
+
+    def need(count: int) -> set[str]:
+        names = {node.name for node in trainjob_cluster.schedulable_nodes()}
+        if len(names) < count:
+            pytest.skip(f"needs {count} schedulable nodes; the cluster has {len(names)}")
+        return names
+
+    return need
+
+
+@pytest.fixture
+def node_group(trainjob_cluster) -> tuple[str, str]:
+    """A node label (key, value) that 2+ schedulable nodes carry and others do not."""
+    found = trainjob_cluster.splitting_label(at_least=2)
+    if found is None:
+        pytest.skip(
+            "needs a node label that 2 or more schedulable nodes carry and others do not "
+            "(to show where a flavor's Pods land); the cluster's nodes have none"
+        )
+    return found
+
+
+@pytest.fixture
+def tas_topology(trainjob_cluster) -> tuple[Topology, str]:
+    """The nodes' topology and the level two Pods must share, for Kueue TAS."""
+    topology = trainjob_cluster.topology()
+    if topology is None:
+        pytest.skip(
+            "needs node topology labels (a zone, block or rack label and "
+            "kubernetes.io/hostname on every schedulable node) for topology-aware scheduling"
+        )
+    level = topology.level_for(pods=2)
+    if level is None:
+        pytest.skip(
+            f"needs a topology level with several domains, one of 2+ nodes; "
+            f"the levels {', '.join(topology.levels)} have none"
+        )
+    return topology, level
+
+
+@pytest.fixture
 def kueue_queue(
     trainjob_view: TrainJobView, trainjob_templates, cluster_objects
 ) -> Callable[..., str]:
     """A LocalQueue in the test's namespace, backed by a ClusterQueue and flavor of its own.
 
-    Returns the LocalQueue's name. With `topology=True` the flavor is
-    topology-aware (a Topology over block, rack and hostname).
+    Returns the LocalQueue's name. With a `topology` the flavor is
+    topology-aware (a Topology over the levels the nodes' labels show).
     """
     namespace = trainjob_view.namespace
 
     def make(
         node_labels: dict | None = None,
-        topology: bool = False,
+        topology: Topology | None = None,
         cpu: str = "8",
         memory: str = "32Gi",
         admission_checks: tuple[str, ...] = (),
     ) -> str:
         render = trainjob_templates.render_one
-        if topology:
-            cluster_objects(render("topology", name=namespace))
+        if topology is not None:
+            cluster_objects(render("topology", name=namespace, levels=list(topology.levels)))
         cluster_objects(
             render(
                 "resourceflavor",
                 name=namespace,
                 node_labels=dict(node_labels or {}),
-                topology_name=namespace if topology else "",
+                topology_name=namespace if topology is not None else "",
             )
         )
         cluster_objects(

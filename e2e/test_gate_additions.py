@@ -63,15 +63,17 @@ def test_trainer_webhook_rejects_adding_a_gate_to_a_running_trainjob(
 
 
 @pytest.mark.policy("TJ-GATE-005")
-def test_removing_the_gates_lets_the_pods_schedule_and_run(trainjob_view, training_runtime):
+def test_removing_the_gates_lets_the_pods_schedule_and_run(
+    trainjob_view, training_runtime, schedulable_nodes
+):
     view = trainjob_view
+    nodes = schedulable_nodes(1)
     runtime = training_runtime(hold=True)
     pods = create_gated(view, runtime)
 
     for pod in pods:
         patch_pod(view, pod["metadata"]["name"], {"spec": {"schedulingGates": None}})
 
-    nodes = {n.metadata.name for n in view.kube.core.list_node(label_selector="type=kwok").items}
     running = wait_running(view, "gated", 2)
     for pod in running:
         assert gate_names(pod["spec"]) == [], pod["metadata"]["name"]

@@ -23,8 +23,6 @@ from trainjob_conformance.policies.view import condition
 
 pytestmark = pytest.mark.kueue
 
-BLOCK = "cloud.provider.com/topology-block"
-RACK = "cloud.provider.com/topology-rack"
 HOSTNAME = "kubernetes.io/hostname"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 PER_NODE = {"requests": {"cpu": "2", "memory": "1Gi"}}
@@ -67,10 +65,11 @@ def test_queued_trainjob_is_suspended_on_creation_and_gets_a_workload(
 
 @pytest.mark.policy("KQ-ADMIT-002")
 def test_admitted_trainjob_is_resumed_with_kueues_pod_override(
-    trainjob_view, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue, node_group
 ):
     view = trainjob_view
-    queue = kueue_queue(node_labels={BLOCK: "block-b"})
+    key, value = node_group
+    queue = kueue_queue(node_labels={key: value})
     submit(view, training_runtime(), queue, "admit")
 
     admitted(view, wait_workload(view, "admit")["metadata"]["name"])
@@ -78,15 +77,16 @@ def test_admitted_trainjob_is_resumed_with_kueues_pod_override(
 
     injected = kueue_pod_template_patch(trainjob, "node")
     assert injected is not None, "no override from Kueue on the TrainJob"
-    assert injected["spec"]["nodeSelector"] == {BLOCK: "block-b"}, injected
+    assert injected["spec"]["nodeSelector"] == {key: value}, injected
 
 
 @pytest.mark.policy("KQ-ADMIT-003")
 def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
-    trainjob_view, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue, node_group
 ):
     view = trainjob_view
-    queue = kueue_queue(node_labels={BLOCK: "block-b"})
+    key, value = node_group
+    queue = kueue_queue(node_labels={key: value})
     submit(view, training_runtime(hold=True), queue, "placed")
 
     pods = wait_running(view, "placed", 2)
@@ -94,9 +94,9 @@ def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
     for pod in pods:
         name = pod["metadata"]["name"]
         selector = pod["spec"].get("nodeSelector") or {}
-        assert selector.get(BLOCK) == "block-b", f"{name} has nodeSelector {selector}"
+        assert selector.get(key) == value, f"{name} has nodeSelector {selector}"
         node = view.kube.core.read_node(pod["spec"]["nodeName"])
-        assert node.metadata.labels[BLOCK] == "block-b", f"{name} runs on {node.metadata.name}"
+        assert node.metadata.labels.get(key) == value, f"{name} runs on {node.metadata.name}"
 
 
 def fill_the_quota(view, runtime, queue):
@@ -159,11 +159,12 @@ def watch_tas_placement(view, runtime, queue):
 
 @pytest.mark.policy("KQ-TAS-001")
 def test_tas_pods_are_created_behind_the_topology_gate(
-    trainjob_view, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue, tas_topology
 ):
     view = trainjob_view
-    queue = kueue_queue(node_labels={"type": "kwok"}, topology=True)
-    runtime = training_runtime(hold=True, required_topology=RACK)
+    topology, level = tas_topology
+    queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
+    runtime = training_runtime(hold=True, required_topology=level)
 
     history = watch_tas_placement(view, runtime, queue)
 
@@ -174,15 +175,16 @@ def test_tas_pods_are_created_behind_the_topology_gate(
 
 @pytest.mark.policy("KQ-TAS-002")
 def test_kueue_ungates_tas_pods_into_one_topology_domain(
-    trainjob_view, trainjob_templates, training_runtime, kueue_queue
+    trainjob_view, trainjob_templates, training_runtime, kueue_queue, tas_topology
 ):
     view = trainjob_view
-    queue = kueue_queue(node_labels={"type": "kwok"}, topology=True)
-    runtime = training_runtime(hold=True, required_topology=RACK)
+    topology, level = tas_topology
+    queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
+    runtime = training_runtime(hold=True, required_topology=level)
 
     history = watch_tas_placement(view, runtime, queue)
 
-    racks = set()
+    domains = set()
     for name, versions in history.items():
         gated = [TOPOLOGY_GATE in gate_names(v["spec"]) for v in versions]
         ungated_at = gated.index(False)
@@ -191,8 +193,8 @@ def test_kueue_ungates_tas_pods_into_one_topology_domain(
         assert HOSTNAME in placement, f"{name} was ungated without a node placement: {placement}"
         node = view.kube.core.read_node(versions[-1]["spec"]["nodeName"])
         assert node.metadata.name == placement[HOSTNAME], name
-        racks.add(node.metadata.labels[RACK])
-    assert len(racks) == 1, f"the Pods span racks {sorted(racks)}"
+        domains.add(node.metadata.labels[level])
+    assert len(domains) == 1, f"the Pods span {level} domains {sorted(domains)}"
 
 
 @pytest.mark.policy("KQ-PODSET-001")

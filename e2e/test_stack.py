@@ -11,8 +11,9 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.policy("TJ-STACK-001")
-def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view):
+def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view, schedulable_nodes):
     view = trainjob_view
+    nodes = schedulable_nodes(1)
     view.create_trainjob("smoke", num_nodes=2)
 
     jobset = view.wait("JobSet smoke", lambda: view.find(JOBSET, "smoke"))
@@ -27,7 +28,6 @@ def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view):
     assert jobs[0]["spec"]["completions"] == 2
     pods = view.pods("smoke")
     assert len(pods) == 2, [p["metadata"]["name"] for p in pods]
-    nodes = {n.metadata.name for n in view.kube.core.list_node(label_selector="type=kwok").items}
     for pod in pods:
         assert pod["spec"].get("nodeName") in nodes, pod["metadata"]["name"]
         assert pod["status"]["phase"] == "Succeeded", pod["metadata"]["name"]

@@ -16,21 +16,23 @@ from trainjob_conformance.policies.steps import (
     wait_running,
 )
 
-BLOCK = "cloud.provider.com/topology-block"
+# A nodeSelector no node needs to carry: these policies judge what reaches the
+# JobSet and the Pods' specs, not where the Pods land.
+PLACEMENT = "trainjob-conformance.kubeflow.org/placement"
 GATE_BEFORE = "example.com/before"
 GATE_AFTER = "example.com/after"
 BEFORE = {
     "target_job": "node",
-    "node_selector": {BLOCK: "block-a"},
+    "node_selector": {PLACEMENT: "before"},
     "scheduling_gates": [GATE_BEFORE],
 }
 AFTER = {
     "target_job": "node",
-    "node_selector": {BLOCK: "block-b"},
+    "node_selector": {PLACEMENT: "after"},
     "scheduling_gates": [GATE_AFTER],
 }
-# AFTER without gates, so that Pods can run once resumed.
-AFTER_UNGATED = {"target_job": "node", "node_selector": {BLOCK: "block-b"}}
+# AFTER without gates: the gate that TJ-EDIT-007 removes while suspended.
+AFTER_UNGATED = {"target_job": "node", "node_selector": {PLACEMENT: "after"}}
 
 
 def create(view, runtime, name, suspend, overrides=()):
@@ -49,13 +51,13 @@ def start_running(view, runtime, name):
     return wait_running(view, name, 2)
 
 
-def jobset_shows(view, name, block, gates):
+def jobset_shows(view, name, placement, gates):
     def probe():
         spec = jobset_pod_spec(view.get(JOBSET, name), "node")
         selector = spec.get("nodeSelector") or {}
-        return spec if selector.get(BLOCK) == block and gate_names(spec) == gates else None
+        return spec if selector.get(PLACEMENT) == placement and gate_names(spec) == gates else None
 
-    return view.wait(f"JobSet {name} to select {BLOCK}={block} with gates {gates}", probe)
+    return view.wait(f"JobSet {name} to select {PLACEMENT}={placement} with gates {gates}", probe)
 
 
 @pytest.mark.policy("TJ-EDIT-001")
@@ -64,12 +66,12 @@ def test_suspended_trainjob_accepts_an_override_edit_that_reaches_the_jobset(
 ):
     view = trainjob_view
     create(view, training_runtime(), "edit", True, [BEFORE])
-    jobset_shows(view, "edit", "block-a", [GATE_BEFORE])
+    jobset_shows(view, "edit", "before", [GATE_BEFORE])
 
     patch_trainjob(view, "edit", trainjob_templates.override_fields([AFTER]))
 
-    spec = jobset_shows(view, "edit", "block-b", [GATE_AFTER])
-    assert spec["nodeSelector"][BLOCK] == "block-b"
+    spec = jobset_shows(view, "edit", "after", [GATE_AFTER])
+    assert spec["nodeSelector"][PLACEMENT] == "after"
     assert view.get(JOBSET, "edit")["spec"].get("suspend") is True
     assert view.pods("edit") == []
 
@@ -77,18 +79,18 @@ def test_suspended_trainjob_accepts_an_override_edit_that_reaches_the_jobset(
 def resume_after_edit(view, templates, runtime, name, edit, gates_after):
     """Create suspended with BEFORE, edit the overrides to `edit`, resume; the Pods."""
     create(view, runtime, name, True, [BEFORE])
-    jobset_shows(view, name, "block-a", [GATE_BEFORE])
+    jobset_shows(view, name, "before", [GATE_BEFORE])
     # JobSet creates the Jobs while suspended: the state that resume merges into.
     view.wait(
         f"the suspended Job of {name} to carry {GATE_BEFORE}",
         lambda: [j for j in view.jobs(name) if GATE_BEFORE in gate_names(job_pod_spec(j))],
     )
     patch_trainjob(view, name, templates.override_fields([edit]))
-    jobset_shows(view, name, "block-b", gates_after)
+    jobset_shows(view, name, "after", gates_after)
     patch_trainjob(view, name, {"suspend": False})
     pods = view.wait_for_pods(name, 2)
     for pod in pods:
-        assert pod["spec"]["nodeSelector"][BLOCK] == "block-b", pod["metadata"]["name"]
+        assert pod["spec"]["nodeSelector"][PLACEMENT] == "after", pod["metadata"]["name"]
     return pods
 
 
@@ -179,7 +181,7 @@ def test_suspended_trainjob_without_active_jobs_accepts_the_edit_again(
     edited = patch_trainjob(view, "drained", trainjob_templates.override_fields([AFTER]))
 
     assert edited["spec"]["suspend"] is True
-    jobset_shows(view, "drained", "block-b", [GATE_AFTER])
+    jobset_shows(view, "drained", "after", [GATE_AFTER])
 
 
 @pytest.mark.policy("TJ-EDIT-006")
@@ -188,7 +190,7 @@ def test_patching_overrides_and_resuming_in_one_request(
 ):
     view = trainjob_view
     create(view, training_runtime(hold=True), "oneshot", True, [BEFORE])
-    jobset_shows(view, "oneshot", "block-a", [GATE_BEFORE])
+    jobset_shows(view, "oneshot", "before", [GATE_BEFORE])
     one_request = {"suspend": False, **trainjob_templates.override_fields([AFTER_UNGATED])}
 
     answer = admission_answer(lambda: patch_trainjob(view, "oneshot", one_request))

@@ -157,22 +157,24 @@ class EmbeddedControlPlane:
             raise ConformanceError(f"kwokctl reported success but wrote no {self.kubeconfig}")
         return self.kubeconfig
 
-    def add_nodes(self) -> list[str]:
+    def add_nodes(self, mode: str = "cloud") -> list[str]:
         kube = Kube(api_client_for(self.kubeconfig))
         names = []
-        for node in node_manifests():
+        for node in node_manifests(mode):
             kube.apply(node)
             names.append(node["metadata"]["name"])
 
         def all_ready() -> bool:
             ready = 0
-            for node in kube.core.list_node(label_selector="type=kwok").items:
+            for node in kube.core.list_node().items:
+                if node.metadata.name not in names:
+                    continue
                 conditions = {c.type: c.status for c in node.status.conditions or []}
                 ready += conditions.get("Ready") == "True"
             return ready == len(names)
 
         wait_for(
-            f"{len(names)} kwok nodes to be Ready",
+            f"{len(names)} fake nodes to be Ready",
             all_ready,
             timeout=60,
             retry_on=(ApiError,),

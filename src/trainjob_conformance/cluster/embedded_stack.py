@@ -60,9 +60,10 @@ _WATCH_INTERVAL = 0.5
 class EmbeddedStackCluster:
     """Owns a control plane and the three managers from `up` to `down`."""
 
-    def __init__(self, profile: Profile, run_dir: Path) -> None:
+    def __init__(self, profile: Profile, run_dir: Path, node_labels: str = "cloud") -> None:
         self.profile = profile
         self.run_dir = run_dir
+        self.node_labels = node_labels
         self.control_plane: EmbeddedControlPlane | None = None
         self.controllers: dict[str, HostController] = {}
         self.timings: dict[str, float] = {}
@@ -90,7 +91,7 @@ class EmbeddedStackCluster:
         mark = time.monotonic()
         self.control_plane = EmbeddedControlPlane(self.profile, binaries, self.run_dir)
         kubeconfig = self.control_plane.up()
-        self.control_plane.add_nodes()
+        self.control_plane.add_nodes(self.node_labels)
         self._timed("control_plane", mark)
 
         mark = time.monotonic()

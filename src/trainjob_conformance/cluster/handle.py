@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainjob_conformance.cluster.capabilities import (
+    Node,
+    Topology,
+    discover_topology,
+    schedulable_nodes,
+    splitting_label,
+)
 from trainjob_conformance.cluster.stack_watch import StackHealth
 from trainjob_conformance.kube.client import Kube, api_client_for
 
@@ -41,6 +48,18 @@ class ClusterHandle:
         if self._kube is None:
             self._kube = Kube(api_client_for(self.kubeconfig))
         return self._kube
+
+    def schedulable_nodes(self) -> list[Node]:
+        """Ready nodes a plain Pod can land on, read from the cluster now."""
+        return schedulable_nodes(self.kube)
+
+    def topology(self) -> Topology | None:
+        """The node-label topology of the schedulable nodes, if they have one."""
+        return discover_topology(self.schedulable_nodes())
+
+    def splitting_label(self, at_least: int) -> tuple[str, str] | None:
+        """A node label some schedulable nodes (>= `at_least`) carry and others do not."""
+        return splitting_label(self.schedulable_nodes(), at_least)
 
     def controller_log_tail(self, component: str, lines: int = 40) -> str:
         if component in self.controller_pods:

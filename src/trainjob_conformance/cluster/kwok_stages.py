@@ -14,9 +14,8 @@ from typing import Any
 
 import yaml
 
+from trainjob_conformance.cluster.hold import HOLD_ANNOTATION
 from trainjob_conformance.errors import ConformanceError
-
-HOLD_ANNOTATION = "trainjob-conformance.kubeflow.org/hold"
 
 # Relative to the kwok module root; the same set kwokctl uses by default.
 _STAGE_FILES = (

@@ -1,4 +1,11 @@
-"""The fake nodes of an embedded cluster, with a topology Kueue can use."""
+"""The fake nodes of an embedded cluster, with a topology Kueue can use.
+
+By default they carry only the labels a cloud node has (hostname, zone,
+topology block and rack, instance type, os, arch), so that the policies prove
+they do not lean on anything kwok-specific; `kwok` mode adds `type: kwok`,
+the label kwok's own examples put on fake nodes. kwok-controller manages a
+node by its annotation, which stays in both modes.
+"""
 
 from __future__ import annotations
 
@@ -17,13 +24,17 @@ NODE_CPU = "8"
 NODE_MEMORY = "32Gi"
 
 
-def node_manifests() -> list[dict[str, Any]]:
+NODE_LABEL_MODES = ("cloud", "kwok")
+
+
+def node_manifests(mode: str = "cloud") -> list[dict[str, Any]]:
     nodes = []
     for block, racks in _LAYOUT.items():
         for rack in racks:
             for index in range(_NODES_PER_RACK):
-                name = f"kwok-{rack}-{index}"
+                name = f"node-{rack.removeprefix('rack-')}-{index}"
                 capacity = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": "110"}
+                labels = {"type": "kwok"} if mode == "kwok" else {}
                 nodes.append(
                     {
                         "apiVersion": "v1",
@@ -32,12 +43,12 @@ def node_manifests() -> list[dict[str, Any]]:
                             "name": name,
                             "annotations": {KWOK_NODE_ANNOTATION: "fake"},
                             "labels": {
-                                "type": "kwok",
+                                **labels,
                                 HOSTNAME_LABEL: name,
                                 ZONE_LABEL: "zone-1",
                                 BLOCK_LABEL: block,
                                 RACK_LABEL: rack,
-                                "node.kubernetes.io/instance-type": "kwok-8cpu-32gi",
+                                "node.kubernetes.io/instance-type": "standard-8cpu-32gi",
                                 "kubernetes.io/os": "linux",
                                 "kubernetes.io/arch": "amd64",
                             },

@@ -32,6 +32,8 @@ class ClusterRequest:
     profile: Profile
     run_dir: Path
     kubeconfig: Path | None = None
+    # Embedded only: which labels the fake nodes carry (cluster/nodes.py).
+    node_labels: str = "cloud"
 
 
 @contextmanager
@@ -58,7 +60,7 @@ def make_provider(request: ClusterRequest) -> ClusterProvider:
     if request.provider == "embedded":
         from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
 
-        return EmbeddedStackCluster(request.profile, request.run_dir)
+        return EmbeddedStackCluster(request.profile, request.run_dir, request.node_labels)
     if request.provider == "existing":
         from trainjob_conformance.cluster.existing import ExistingCluster
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from trainjob_conformance.cluster.nodes import NODE_LABEL_MODES
 from trainjob_conformance.cluster.provider import PROVIDERS, ClusterRequest
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, PROFILE_ENV, load_profile
@@ -35,6 +36,13 @@ def add_options(parser: pytest.Parser) -> None:
         type=Path,
         default=None,
         help="kubeconfig of the cluster for --trainjob-cluster=existing (never the default one)",
+    )
+    group.addoption(
+        "--trainjob-node-labels",
+        choices=NODE_LABEL_MODES,
+        default="cloud",
+        help="embedded cluster: the fake nodes carry only the labels a cloud node has "
+        "(cloud, default) or also kwok's type=kwok (kwok)",
     )
     group.addoption(
         "--trainjob-keep-cluster",
@@ -116,6 +124,7 @@ def read_settings(config: pytest.Config) -> Settings:
             profile=profile,
             run_dir=Path(run_dir).resolve() if run_dir else _default_run_dir(config.rootpath),
             kubeconfig=config.getoption("--trainjob-kubeconfig"),
+            node_labels=config.getoption("--trainjob-node-labels"),
         ),
         keep_cluster=bool(config.getoption("--trainjob-keep-cluster")),
         catalog=Path(

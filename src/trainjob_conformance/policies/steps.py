@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from trainjob_conformance.cluster.kwok_stages import HOLD_ANNOTATION
+from trainjob_conformance.cluster.hold import HOLD_ANNOTATION
 from trainjob_conformance.kube.errors import Rejected
 from trainjob_conformance.kube.kinds import WORKLOAD
 from trainjob_conformance.policies.view import JOBSET, POD, TRAINJOB, TrainJobView, condition
@@ -117,7 +117,7 @@ def patch_pod(view: TrainJobView, name: str, body: dict[str, Any]) -> dict[str, 
 
 
 def release_held_pods(view: TrainJobView, trainjob: str) -> None:
-    """Let kwok complete Pods that the hold annotation keeps running."""
+    """Let the held Pods finish: their container (or the fake node) waits for this."""
     for pod in view.pods(trainjob):
         body = {"metadata": {"annotations": {HOLD_ANNOTATION: None}}}
         patch_pod(view, pod["metadata"]["name"], body)

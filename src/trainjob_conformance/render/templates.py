@@ -16,6 +16,12 @@ from typing import Any
 import jinja2
 import yaml
 
+from trainjob_conformance.cluster.hold import (
+    ANNOTATIONS_DIR,
+    HOLD_ANNOTATION,
+    HOLD_COMMAND,
+    HOLD_IMAGE,
+)
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.render.overrides import OverrideShape, PodOverride, to_trainjob_fields
 
@@ -59,6 +65,13 @@ class TemplateSet:
         )
         # JSON is valid YAML and quotes everything that needs it.
         self._env.filters["json"] = json.dumps
+        # The hold mechanism is the harness's, not a template parameter.
+        self._env.globals.update(
+            hold_annotation=HOLD_ANNOTATION,
+            hold_image=HOLD_IMAGE,
+            hold_command=HOLD_COMMAND,
+            annotations_dir=ANNOTATIONS_DIR,
+        )
 
     def names(self) -> list[str]:
         return sorted(p.name.removesuffix(".yaml.j2") for p in self.directory.glob("*.yaml.j2"))

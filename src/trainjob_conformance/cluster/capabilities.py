@@ -1,0 +1,140 @@
+"""What a cluster offers the policies, read from the live nodes, never from the provider.
+
+Policies ask for capabilities (schedulable nodes, a topology with levels and
+domains, a label that splits the nodes in two) instead of naming one
+provider's labels, so the same test holds on the embedded cluster, on kind
+and on a user's cluster. Where a capability is missing the caller (the pytest
+side) skips the policy with the reason given here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from trainjob_conformance.kube.client import Kube
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    labels: dict[str, str]
+
+
+def _schedulable(node: Any) -> bool:
+    if node.spec.unschedulable:
+        return False
+    if any(t.effect in _BLOCKING_EFFECTS for t in node.spec.taints or []):
+        return False
+    conditions = {c.type: c.status for c in node.status.conditions or []}
+    return conditions.get("Ready") == "True"
+
+
+def schedulable_nodes(kube: Kube) -> list[Node]:
+    """Ready nodes without a cordon or a taint that repels a plain Pod."""
+    return [
+        Node(n.metadata.name, dict(n.metadata.labels or {}))
+        for n in kube.core.list_node().items
+        if _schedulable(n)
+    ]
+
+
+def _is_topology_key(key: str) -> bool:
+    return key in (REGION_LABEL, ZONE_LABEL, HOSTNAME_LABEL) or "topology" in key.split("/")[-1]
+
+
+def _nests(nodes: list[Node], upper: str, lower: str) -> bool:
+    """Every domain of `lower` lies inside one domain of `upper`."""
+    parent: dict[str, str] = {}
+    for node in nodes:
+        if parent.setdefault(node.labels[lower], node.labels[upper]) != node.labels[upper]:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Node-label levels, widest first and the node itself last, over the schedulable nodes."""
+
+    levels: tuple[str, ...]
+    nodes: tuple[Node, ...]
+
+    def domains(self, level: str) -> dict[str, list[str]]:
+        """Domain value -> node names, at one level."""
+        found: dict[str, list[str]] = {}
+        for node in self.nodes:
+            found.setdefault(node.labels[level], []).append(node.name)
+        return found
+
+    def domain_of(self, node_name: str, level: str) -> str:
+        return next(n.labels[level] for n in self.nodes if n.name == node_name)
+
+    def level_for(self, pods: int) -> str | None:
+        """The narrowest level above the node that has several domains, one of them
+        holding at least `pods` nodes: "all Pods in one domain" can then fail."""
+        for level in reversed(self.levels[:-1]):
+            domains = self.domains(level)
+            if len(domains) > 1 and max(len(v) for v in domains.values()) >= pods:
+                return level
+        return None
+
+    def flavor_labels(self) -> dict[str, str]:
+        """A node label (the widest level's largest domain) that a TAS flavor can carry."""
+        widest = self.levels[0]
+        value, _ = Counter(n.labels[widest] for n in self.nodes).most_common(1)[0]
+        return {widest: value}
+
+
+def discover_topology(nodes: list[Node]) -> Topology | None:
+    """The topology label levels the nodes share, or None when there is no usable one.
+
+    Candidates are the well-known zone/region/hostname labels and any label
+    whose name says topology, present on every node; levels are ordered by how
+    many domains they have and kept only while each nests inside the previous.
+    """
+    if not nodes:
+        return None
+    shared = set.intersection(*(set(n.labels) for n in nodes))
+    candidates = sorted(
+        (key for key in shared if _is_topology_key(key) and key != HOSTNAME_LABEL),
+        key=lambda key: (len({n.labels[key] for n in nodes}), key),
+    )
+    if HOSTNAME_LABEL not in shared:
+        return None
+    levels: list[str] = []
+    for key in [*candidates, HOSTNAME_LABEL]:
+        count = len({n.labels[key] for n in nodes})
+        if levels and count == len({n.labels[levels[-1]] for n in nodes}):
+            continue  # the same partition as the level above: adds nothing
+        if levels and not _nests(nodes, levels[-1], key):
+            continue
+        levels.append(key)
+    if len(levels) < 2:
+        return None
+    return Topology(tuple(levels), tuple(nodes))
+
+
+def splitting_label(nodes: list[Node], at_least: int) -> tuple[str, str] | None:
+    """A label (key, value) held by at least `at_least` schedulable nodes but not by all:
+    a nodeSelector on it shows where Pods went. Topology labels first."""
+    if not nodes:
+        return None
+    shared = set.intersection(*(set(n.labels) for n in nodes)) - {HOSTNAME_LABEL}
+    candidates = []
+    for key in sorted(shared):
+        counts = Counter(n.labels[key] for n in nodes)
+        if len(counts) < 2:
+            continue
+        value, size = max(sorted(counts.items()), key=lambda item: item[1])
+        if size >= at_least:
+            candidates.append((not _is_topology_key(key), key, value))
+    if not candidates:
+        return None
+    _, key, value = min(candidates)
+    return key, value
