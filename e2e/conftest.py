@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -13,31 +13,7 @@ from trainjob_conformance.policies.view import TrainJobView
 
 
 @pytest.fixture
-def cluster_objects(trainjob_view: TrainJobView) -> Iterator[Callable[[dict], dict]]:
-    """Create cluster-scoped objects that belong to this test; deleted after it."""
-    kube = trainjob_view.kube
-    created: list[dict] = []
-
-    def create(manifest: dict) -> dict:
-        obj = kube.create(manifest)
-        created.append(manifest)
-        return obj
-
-    yield create
-    for manifest in reversed(created):
-        metadata = manifest["metadata"]
-        kube.delete_if_present(
-            manifest["apiVersion"],
-            manifest["kind"],
-            name=metadata["name"],
-            namespace=metadata.get("namespace"),
-        )
-
-
-@pytest.fixture
-def training_runtime(
-    trainjob_view: TrainJobView, trainjob_templates, cluster_objects
-) -> Callable[..., str]:
+def training_runtime(trainjob_view: TrainJobView, trainjob_templates) -> Callable[..., str]:
     """Create a ClusterTrainingRuntime for this test only (named after its namespace)."""
     kube = trainjob_view.kube
     count = [0]
@@ -46,7 +22,7 @@ def training_runtime(
         namespace = trainjob_view.namespace
         name = namespace if not count[0] else f"{namespace}-{count[0]}"
         count[0] += 1
-        cluster_objects(
+        trainjob_view.create(
             trainjob_templates.render_one("clustertrainingruntime", name=name, **params)
         )
         # Queued, so that in a Kueue-managed namespace Kueue's webhook (which
@@ -120,9 +96,7 @@ def tas_topology(trainjob_cluster) -> tuple[Topology, str]:
 
 
 @pytest.fixture
-def kueue_queue(
-    trainjob_view: TrainJobView, trainjob_templates, cluster_objects
-) -> Callable[..., str]:
+def kueue_queue(trainjob_view: TrainJobView, trainjob_templates) -> Callable[..., str]:
     """A LocalQueue in the test's namespace, backed by a ClusterQueue and flavor of its own.
 
     Returns the LocalQueue's name. With a `topology` the flavor is
@@ -139,8 +113,8 @@ def kueue_queue(
     ) -> str:
         render = trainjob_templates.render_one
         if topology is not None:
-            cluster_objects(render("topology", name=namespace, levels=list(topology.levels)))
-        cluster_objects(
+            trainjob_view.create(render("topology", name=namespace, levels=list(topology.levels)))
+        trainjob_view.create(
             render(
                 "resourceflavor",
                 name=namespace,
@@ -148,7 +122,7 @@ def kueue_queue(
                 topology_name=namespace if topology is not None else "",
             )
         )
-        cluster_objects(
+        trainjob_view.create(
             render(
                 "clusterqueue",
                 name=namespace,
@@ -170,17 +144,13 @@ def kueue_queue(
 
 
 @pytest.fixture
-def multikueue_worker(
-    trainjob_worker_cluster, trainjob_view: TrainJobView
-) -> Iterator[TrainJobView]:
+def multikueue_worker(trainjob_worker_cluster, trainjob_view: TrainJobView) -> TrainJobView:
     """The test's namespace, same name, on the MultiKueue worker cluster.
 
     MultiKueue mirrors a job into the namespace of the same name on the worker,
-    where Kueue must manage it; it does not create the namespace itself.
+    where Kueue must manage it; it does not create the namespace itself. What
+    the test creates there is deleted with the test's own objects.
     """
-    worker = TrainJobView(trainjob_worker_cluster, trainjob_view.namespace)
-    worker.kube.core.create_namespace(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": worker.namespace}}
-    )
-    yield worker
-    worker.kube.core.delete_namespace(worker.namespace, propagation_policy="Background")
+    worker = trainjob_view.on(trainjob_worker_cluster)
+    worker.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": worker.namespace}})
+    return worker

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from trainjob_conformance.policies.steps import (
-    EXAMPLE_GATES as GATES,
-)
-from trainjob_conformance.policies.steps import (
+from trainjob_conformance.policies.admission import rejection_of
+from trainjob_conformance.policies.pods import (
     gate_names,
     patch_pod,
-    patch_trainjob,
-    rejection_of,
-    submit_gated,
+    pods_of,
     wait_running,
     wait_scheduling_gated,
 )
+from trainjob_conformance.policies.trainjobs import EXAMPLE_GATES as GATES
+from trainjob_conformance.policies.trainjobs import patch_trainjob, submit_gated
 
 ADDED_GATE = "example.com/added-late"
 
@@ -58,7 +56,7 @@ def test_trainer_webhook_rejects_adding_a_gate_to_a_running_trainjob(
     assert refused.status == 403, refused
     assert 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied' in refused.message
     assert trainjob_policy.expected("forbidden_message") in refused.message, refused
-    for pod in view.pods("running"):
+    for pod in pods_of(view, "running"):
         assert gate_names(pod["spec"]) == [], pod["metadata"]["name"]
 
 

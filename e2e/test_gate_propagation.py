@@ -5,17 +5,11 @@ from __future__ import annotations
 import pytest
 
 from trainjob_conformance.kube.kinds import JOBSET
-from trainjob_conformance.policies.steps import (
-    EXAMPLE_GATES as GATES,
-)
-from trainjob_conformance.policies.steps import (
-    gate_names,
-    job_pod_spec,
-    jobset_pod_spec,
-    replicated_job_of,
-    submit_gated,
-    wait_scheduling_gated,
-)
+from trainjob_conformance.policies.jobs import job_pod_spec, jobs_of, replicated_job_of
+from trainjob_conformance.policies.jobsets import jobset_pod_spec
+from trainjob_conformance.policies.pods import gate_names, wait_pods, wait_scheduling_gated
+from trainjob_conformance.policies.trainjobs import EXAMPLE_GATES as GATES
+from trainjob_conformance.policies.trainjobs import submit_gated
 
 
 @pytest.mark.policy("TJ-GATE-001")
@@ -27,7 +21,7 @@ def test_scheduling_gates_propagate_to_jobset_jobs_and_pods(trainjob_view, train
     jobset = view.wait("JobSet gated", lambda: view.find(JOBSET, "gated"))
     assert gate_names(jobset_pod_spec(jobset, "node")) == GATES
 
-    jobs = view.wait("the Job of JobSet gated", lambda: view.jobs("gated") or None)
+    jobs = view.wait("the Job of JobSet gated", lambda: jobs_of(view, "gated") or None)
     assert len(jobs) == 1
     assert gate_names(job_pod_spec(jobs[0])) == GATES
 
@@ -53,13 +47,13 @@ def test_gates_targeted_at_one_replicated_job_do_not_leak_into_another(
 
     jobs = view.wait(
         "Jobs of both replicated jobs",
-        lambda: jobs if len(jobs := view.jobs("targeted")) == 2 else None,
+        lambda: jobs if len(jobs := jobs_of(view, "targeted")) == 2 else None,
     )
     by_job = {replicated_job_of(job): job_pod_spec(job) for job in jobs}
     assert gate_names(by_job["node"]) == GATES
     assert gate_names(by_job["aux"]) == []
 
-    pods = view.wait_for_pods("targeted", 3)
+    pods = wait_pods(view, "targeted", 3)
     for pod in pods:
         expected = GATES if replicated_job_of(pod) == "node" else []
         assert gate_names(pod["spec"]) == expected, pod["metadata"]["name"]

@@ -7,19 +7,19 @@ import base64
 import pytest
 
 from trainjob_conformance.cluster.manifests import KUEUE_NAMESPACE
-from trainjob_conformance.kube.kinds import ADMISSION_CHECK, JOBSET, TRAINJOB
+from trainjob_conformance.kube.kinds import ADMISSION_CHECK, JOBSET, TRAINJOB, WORKLOAD
 from trainjob_conformance.kube.kubeconfig import flattened
-from trainjob_conformance.policies.steps import (
-    TOPOLOGY_GATE,
-    WORKLOAD,
+from trainjob_conformance.policies.pods import (
     gate_names,
-    kueue_pod_template_patch,
+    pods_of,
+    pods_resource_version,
     release_held_pods,
     wait_running,
-    wait_workload,
-    workloads_of,
+    watch_pods,
 )
+from trainjob_conformance.policies.trainjobs import kueue_pod_template_patch
 from trainjob_conformance.policies.view import condition
+from trainjob_conformance.policies.workloads import TOPOLOGY_GATE, wait_workload, workloads_of
 
 pytestmark = pytest.mark.kueue
 
@@ -126,7 +126,7 @@ def test_trainjob_beyond_quota_waits_suspended_without_pods(
 
     assert condition(pending, "Admitted").get("status") != "True"
     assert view.get(TRAINJOB, "second")["spec"]["suspend"] is True
-    assert view.pods("second") == []
+    assert pods_of(view, "second") == []
 
 
 @pytest.mark.policy("KQ-QUOTA-002")
@@ -145,7 +145,7 @@ def test_waiting_trainjob_runs_once_the_first_finishes(
 
 
 def watch_tas_placement(view, runtime, queue):
-    since = view.pods_resource_version()
+    since = pods_resource_version(view)
     submit(view, runtime, queue, "tas")
 
     def all_placed(history):
@@ -154,7 +154,7 @@ def watch_tas_placement(view, runtime, queue):
             TOPOLOGY_GATE not in gate_names(p["spec"]) and p["spec"].get("nodeName") for p in latest
         )
 
-    return view.watch_pods("tas", since, all_placed, "2 Pods ungated by Kueue and bound")
+    return watch_pods(view, "tas", since, all_placed, "2 Pods ungated by Kueue and bound")
 
 
 @pytest.mark.policy("KQ-TAS-001")
@@ -223,25 +223,51 @@ def test_workload_podset_matches_the_trainjob_and_its_jobset(
     )
 
 
+def multikueue_check(view, worker_name, kubeconfig_path=None):
+    """The MultiKueue AdmissionCheck, config and cluster, named after the test's namespace;
+    with a kubeconfig, the worker is reachable through a Secret Kueue reads."""
+    secret = None
+    if kubeconfig_path is not None:
+        secret = worker_name
+        view.create(kubeconfig_secret(secret, kubeconfig_path))
+    for manifest in view.templates.render(
+        "multikueue", name=view.namespace, clusters=[worker_name], kubeconfig_secret=secret or ""
+    ):
+        view.create(manifest)
+    return view.namespace
+
+
+def kubeconfig_secret(name, kubeconfig_path):
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": KUEUE_NAMESPACE},
+        "data": {"kubeconfig": base64.b64encode(flattened(kubeconfig_path).encode()).decode()},
+    }
+
+
+def worker_queue(worker, runtime):
+    """On the worker: the same runtime and a LocalQueue named `queue` with a quota of its own."""
+    namespace = worker.namespace
+    worker.create(worker.render("clustertrainingruntime", name=runtime))
+    worker.create(worker.render("resourceflavor", name=namespace))
+    worker.create(
+        worker.render("clusterqueue", name=namespace, namespace=namespace, flavor=namespace)
+    )
+    worker.create(
+        worker.render("localqueue", name="queue", namespace=namespace, cluster_queue=namespace)
+    )
+
+
 @pytest.mark.policy("KQ-MK-001")
 def test_multikueue_queue_hands_the_trainjob_to_multikueue(
-    trainjob_view,
-    trainjob_templates,
-    training_runtime,
-    kueue_queue,
-    cluster_objects,
-    trainjob_policy,
+    trainjob_view, training_runtime, kueue_queue, trainjob_policy
 ):
     view = trainjob_view
-    for manifest in trainjob_templates.render(
-        "multikueue", name=view.namespace, clusters=[f"{view.namespace}-worker"]
-    ):
-        cluster_objects(manifest)
-    queue = kueue_queue(admission_checks=(view.namespace,))
+    check = multikueue_check(view, f"{view.namespace}-worker")
+    queue = kueue_queue(admission_checks=(check,))
     runtime = training_runtime()
-    probe = trainjob_templates.render_one(
-        "trainjob", name="probe", namespace=view.namespace, runtime=runtime, queue_name=queue
-    )
+    probe = view.trainjob_manifest("probe", runtime=runtime, queue_name=queue)
     # Kueue's webhook reads its cache; wait until the cache links the queue to the check.
     view.wait(
         "Kueue to know the MultiKueue admission check of the queue",
@@ -259,70 +285,23 @@ def test_multikueue_queue_hands_the_trainjob_to_multikueue(
         )
 
 
-def kubeconfig_secret(name, kubeconfig_path):
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": KUEUE_NAMESPACE},
-        "data": {"kubeconfig": base64.b64encode(flattened(kubeconfig_path).encode()).decode()},
-    }
-
-
 @pytest.mark.policy("KQ-MK-002")
 def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
-    trainjob_view,
-    trainjob_templates,
-    training_runtime,
-    kueue_queue,
-    cluster_objects,
-    multikueue_worker,
-    trainjob_policy,
+    trainjob_view, training_runtime, kueue_queue, multikueue_worker, trainjob_policy
 ):
     view, worker = trainjob_view, multikueue_worker
-    render = trainjob_templates.render_one
     runtime = training_runtime()
-    worker_objects = []
-    for manifest in (
-        render("clustertrainingruntime", name=runtime),
-        render("resourceflavor", name=view.namespace),
-        render(
-            "clusterqueue", name=view.namespace, namespace=view.namespace, flavor=view.namespace
-        ),
-    ):
-        worker.kube.create(manifest)
-        worker_objects.append(manifest)
-    worker.create(
-        render("localqueue", name="queue", namespace=view.namespace, cluster_queue=view.namespace)
-    )
-    try:
-        worker_name = f"{view.namespace}-worker"
-        cluster_objects(kubeconfig_secret(worker_name, worker.cluster.kubeconfig))
-        for manifest in trainjob_templates.render(
-            "multikueue", name=view.namespace, clusters=[worker_name], kubeconfig_secret=worker_name
-        ):
-            cluster_objects(manifest)
-        view.wait(
-            "the MultiKueue admission check to connect to the worker",
-            lambda: (
-                condition(view.kube.get(*ADMISSION_CHECK, name=view.namespace), "Active").get(
-                    "status"
-                )
-                == "True"
-            ),
-        )
-        queue = kueue_queue(admission_checks=(view.namespace,))
+    worker_queue(worker, runtime)
+    check = multikueue_check(view, f"{view.namespace}-worker", worker.cluster.kubeconfig)
+    view.wait_for_condition(ADMISSION_CHECK, check, "Active")
+    queue = kueue_queue(admission_checks=(check,))
 
-        created = submit(view, runtime, queue, "remote")
+    created = submit(view, runtime, queue, "remote")
 
-        assert created["spec"]["managedBy"] == MULTIKUEUE
-        # Observed while it runs: MultiKueue removes the worker's copy once the
-        # manager's Workload has finished.
-        worker.wait("the TrainJob's JobSet on the worker", lambda: worker.find(JOBSET, "remote"))
-        view.wait_for_condition(TRAINJOB, "remote", "Complete", timeout=120)
-        with trainjob_policy.holds():
-            assert view.find(JOBSET, "remote") is None, "the manager's Trainer built a JobSet too"
-    finally:
-        for manifest in reversed(worker_objects):
-            worker.kube.delete(
-                manifest["apiVersion"], manifest["kind"], name=manifest["metadata"]["name"]
-            )
+    assert created["spec"]["managedBy"] == MULTIKUEUE
+    # Observed while it runs: MultiKueue removes the worker's copy once the
+    # manager's Workload has finished.
+    worker.wait("the TrainJob's JobSet on the worker", lambda: worker.find(JOBSET, "remote"))
+    view.wait_for_condition(TRAINJOB, "remote", "Complete", timeout=120)
+    with trainjob_policy.holds():
+        assert view.find(JOBSET, "remote") is None, "the manager's Trainer built a JobSet too"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
-from trainjob_conformance.policies.steps import patch_trainjob, rejection_of
+from trainjob_conformance.policies.admission import rejection_of
+from trainjob_conformance.policies.trainjobs import patch_trainjob
 
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"

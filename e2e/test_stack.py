@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
-from trainjob_conformance.policies.steps import rejection_of
+from trainjob_conformance.policies.admission import rejection_of
+from trainjob_conformance.policies.jobs import jobs_of
+from trainjob_conformance.policies.pods import pods_of
 
 pytestmark = pytest.mark.e2e
 
@@ -22,11 +24,11 @@ def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view, schedul
 
     view.wait_for_condition(TRAINJOB, "smoke", "Complete", timeout=90)
 
-    jobs = view.jobs("smoke")
+    jobs = jobs_of(view, "smoke")
     assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
     assert jobs[0]["spec"]["parallelism"] == 2
     assert jobs[0]["spec"]["completions"] == 2
-    pods = view.pods("smoke")
+    pods = pods_of(view, "smoke")
     assert len(pods) == 2, [p["metadata"]["name"] for p in pods]
     for pod in pods:
         assert pod["spec"].get("nodeName") in nodes, pod["metadata"]["name"]

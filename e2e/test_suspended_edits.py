@@ -5,16 +5,11 @@ from __future__ import annotations
 import pytest
 
 from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
-from trainjob_conformance.policies.steps import (
-    active_by_replicated_job,
-    admission_answer,
-    gate_names,
-    job_pod_spec,
-    jobset_pod_spec,
-    patch_trainjob,
-    rejection_of,
-    wait_running,
-)
+from trainjob_conformance.policies.admission import admission_answer, rejection_of
+from trainjob_conformance.policies.jobs import job_pod_spec, jobs_of
+from trainjob_conformance.policies.jobsets import active_by_replicated_job, jobset_pod_spec
+from trainjob_conformance.policies.pods import gate_names, pods_of, wait_pods, wait_running
+from trainjob_conformance.policies.trainjobs import patch_trainjob
 
 # A nodeSelector no node needs to carry: these policies judge what reaches the
 # JobSet and the Pods' specs, not where the Pods land.
@@ -73,7 +68,7 @@ def test_suspended_trainjob_accepts_an_override_edit_that_reaches_the_jobset(
     spec = jobset_shows(view, "edit", "after", [GATE_AFTER])
     assert spec["nodeSelector"][PLACEMENT] == "after"
     assert view.get(JOBSET, "edit")["spec"].get("suspend") is True
-    assert view.pods("edit") == []
+    assert pods_of(view, "edit") == []
 
 
 def resume_after_edit(view, templates, runtime, name, edit, gates_after):
@@ -83,12 +78,12 @@ def resume_after_edit(view, templates, runtime, name, edit, gates_after):
     # JobSet creates the Jobs while suspended: the state that resume merges into.
     view.wait(
         f"the suspended Job of {name} to carry {GATE_BEFORE}",
-        lambda: [j for j in view.jobs(name) if GATE_BEFORE in gate_names(job_pod_spec(j))],
+        lambda: [j for j in jobs_of(view, name) if GATE_BEFORE in gate_names(job_pod_spec(j))],
     )
     patch_trainjob(view, name, templates.override_fields([edit]))
     jobset_shows(view, name, "after", gates_after)
     patch_trainjob(view, name, {"suspend": False})
-    pods = view.wait_for_pods(name, 2)
+    pods = wait_pods(view, name, 2)
     for pod in pods:
         assert pod["spec"]["nodeSelector"][PLACEMENT] == "after", pod["metadata"]["name"]
     return pods

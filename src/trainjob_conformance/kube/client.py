@@ -112,7 +112,9 @@ class Kube:
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> dict[str, Any]:
         resource = self.resource(api_version, kind)
-        return dict(self._call(lambda: resource.get(name=name, namespace=namespace)).to_dict())
+        # A cluster-scoped kind ignores the namespace a namespaced view passes along.
+        scope = namespace if resource.namespaced else None
+        return dict(self._call(lambda: resource.get(name=name, namespace=scope)).to_dict())
 
     def list(
         self,

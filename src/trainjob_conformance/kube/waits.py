@@ -16,9 +16,23 @@ class WaitTimeout(AssertionError):
     """A wait ran out; the message carries the last observation and diagnostics."""
 
 
+class NotYet:
+    """A probe's "no", with why: falsy, so the wait goes on; its reason is what a
+    timeout reports ("1 of 2 Pods Running; x is Pending")."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"not yet: {self.why}"
+
+
 def wait_for(
     description: str,
-    probe: Callable[[], T | None],
+    probe: Callable[[], T | NotYet | None],
     timeout: float,
     diagnostics: Callable[[], str] | None = None,
     interval: float = POLL_INTERVAL,
@@ -35,7 +49,7 @@ def wait_for(
     __tracebackhide__ = True
     seen: dict[str, Any] = {"value": None, "error": None}
 
-    def attempt() -> T | None:
+    def attempt() -> T | NotYet | None:
         if abort is not None:
             abort()
         try:
@@ -56,7 +70,7 @@ def wait_for(
     )
     result = retrying(attempt)
     if result:
-        return result
+        return result  # type: ignore[return-value]
     lines = [f"timed out after {timeout:.0f}s waiting for {description}"]
     if seen["error"] is not None:
         lines.append(f"last error: {seen['error']}")

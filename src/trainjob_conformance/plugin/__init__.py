@@ -265,9 +265,17 @@ def trainjob_templates(trainjob_cluster: ClusterHandle, pytestconfig: pytest.Con
 @pytest.fixture
 def trainjob_view(
     trainjob_cluster: ClusterHandle, trainjob_namespace: str, trainjob_templates: TemplateSet
-) -> TrainJobView:
-    """The test's namespace, with waits that print objects, events and logs on timeout."""
-    return TrainJobView(trainjob_cluster, trainjob_namespace, trainjob_templates)
+) -> Iterator[TrainJobView]:
+    """The test's namespace, with waits that print objects, events and logs on timeout.
+
+    Objects it creates outside the namespace (cluster-scoped, or on another
+    cluster through `view.on(...)`) are deleted when the test ends.
+    """
+    view = TrainJobView(trainjob_cluster, trainjob_namespace, trainjob_templates)
+    yield view
+    failed = view.cleanup.run()
+    if failed:
+        pytest.fail(f"could not delete what the test created: {'; '.join(failed)}", pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,70 +1,69 @@
-"""What a policy test sees of its namespace, and how it waits on it."""
+"""What a policy test sees of its namespace, and how it waits on it.
+
+The view is generic: create (with cleanup), get, find, list, bounded waits
+that print objects, events and controller logs on timeout. Steps and
+observations that belong to one kind of object live in the module named
+after it (trainjobs, jobsets, jobs, pods, workloads).
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kubernetes import watch
-
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.cleanup import Cleanup
 from trainjob_conformance.kube.diagnostics import namespace_report
 from trainjob_conformance.kube.errors import NotFound
-from trainjob_conformance.kube.kinds import JOB, JOBSET, POD, TRAINJOB, Kind
-from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+from trainjob_conformance.kube.kinds import Kind
+from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.render.templates import TemplateSet
 
 T = TypeVar("T")
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 DEFAULT_TIMEOUT = 60.0
-_WATCH_ROUND_SECONDS = 2
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 
 class TrainJobView:
     """A test's namespace on one cluster, with waits that explain their failures."""
 
     def __init__(
-        self, cluster: ClusterHandle, namespace: str, templates: TemplateSet | None = None
+        self,
+        cluster: ClusterHandle,
+        namespace: str,
+        templates: TemplateSet | None = None,
+        cleanup: Cleanup | None = None,
     ) -> None:
         self.cluster = cluster
         self.kube = cluster.kube
         self.namespace = namespace
         self.templates = templates
+        self.cleanup = cleanup or Cleanup()
+
+    def on(self, cluster: ClusterHandle) -> TrainJobView:
+        """The namespace of the same name on another cluster, sharing this test's cleanup."""
+        return TrainJobView(cluster, self.namespace, self.templates, self.cleanup)
+
+    def render(self, template: str, **values: Any) -> dict[str, Any]:
+        if self.templates is None:
+            raise ConformanceError(f"this view has no templates to render {template!r} from")
+        return self.templates.render_one(template, **values)
 
     def trainjob_manifest(self, name: str, **values: Any) -> dict[str, Any]:
         """A TrainJob in this namespace, from the `trainjob` template."""
-        if self.templates is None:
-            raise ConformanceError("this view has no templates to render a TrainJob from")
-        return self.templates.render_one("trainjob", name=name, namespace=self.namespace, **values)
+        return self.render("trainjob", name=name, namespace=self.namespace, **values)
 
     def create_trainjob(self, name: str, **values: Any) -> dict[str, Any]:
         return self.create(self.trainjob_manifest(name, **values))
 
-    def diagnostics(self) -> str:
-        logs = {
-            name: self.cluster.controller_log_tail(name, 25)
-            for name in ("trainer", "jobset", "kueue")
-        }
-        return namespace_report(self.kube, self.namespace, logs)
-
-    def wait(
-        self, description: str, probe: Callable[[], T | None], timeout: float = DEFAULT_TIMEOUT
-    ) -> T:
-        __tracebackhide__ = True
-        return wait_for(
-            description,
-            probe,
-            timeout=timeout,
-            diagnostics=self.diagnostics,
-            retry_on=(NotFound,),
-            abort=self.cluster.health.raise_if_broken,
-        )
-
     def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        return self.kube.create(manifest)
+        """Create; an object outside the namespace is deleted when the test ends."""
+        created = self.kube.create(manifest)
+        if manifest["metadata"].get("namespace") != self.namespace:
+            self.cleanup.register(self.kube, manifest)
+        return created
 
     def get(self, kind: Kind, name: str) -> dict[str, Any]:
         return self.kube.get(*kind, name=name, namespace=self.namespace)
@@ -75,30 +74,36 @@ class TrainJobView:
         except NotFound:
             return None
 
-    def trainjob(self, name: str) -> dict[str, Any]:
-        return self.get(TRAINJOB, name)
+    def list(self, kind: Kind, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.kube.list(*kind, namespace=self.namespace, label_selector=label_selector)
 
-    def jobset(self, name: str) -> dict[str, Any]:
-        return self.get(JOBSET, name)
+    def of_trainjob(self, kind: Kind, trainjob: str) -> list[dict[str, Any]]:
+        """The JobSet's children (Jobs, Pods) of one TrainJob, by JobSet's name label."""
+        return self.list(kind, f"{JOBSET_NAME_LABEL}={trainjob}")
 
-    def jobs(self, trainjob: str) -> list[dict[str, Any]]:
-        return self.kube.list(
-            *JOB, namespace=self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={trainjob}"
+    def diagnostics(self) -> str:
+        logs = {
+            name: self.cluster.controller_log_tail(name, 25)
+            for name in ("trainer", "jobset", "kueue")
+        }
+        return namespace_report(self.kube, self.namespace, logs)
+
+    def wait(
+        self,
+        description: str,
+        probe: Callable[[], T | NotYet | None],
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> T:
+        """Poll until `probe` gives something truthy; a NotYet says why it has not."""
+        __tracebackhide__ = True
+        return wait_for(
+            description,
+            probe,
+            timeout=timeout,
+            diagnostics=self.diagnostics,
+            retry_on=(NotFound,),
+            abort=self.cluster.health.raise_if_broken,
         )
-
-    def pods(self, trainjob: str) -> list[dict[str, Any]]:
-        return self.kube.list(
-            *POD, namespace=self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={trainjob}"
-        )
-
-    def wait_for_pods(
-        self, trainjob: str, count: int, timeout: float = DEFAULT_TIMEOUT
-    ) -> list[dict[str, Any]]:
-        def probe() -> list[dict[str, Any]] | None:
-            pods = self.pods(trainjob)
-            return pods if len(pods) == count else None
-
-        return self.wait(f"{count} Pods of TrainJob {trainjob}", probe, timeout)
 
     def wait_for_condition(
         self,
@@ -108,55 +113,16 @@ class TrainJobView:
         status: str = "True",
         timeout: float = DEFAULT_TIMEOUT,
     ) -> dict[str, Any]:
-        def probe() -> dict[str, Any] | None:
+        def probe() -> dict[str, Any] | NotYet:
             obj = self.get(kind, name)
-            return obj if condition(obj, condition_type).get("status") == status else None
+            found = condition(obj, condition_type)
+            if found.get("status") == status:
+                return obj
+            seen = f"{found.get('status')} ({found.get('reason')})" if found else "absent"
+            return NotYet(f"{condition_type} is {seen}")
 
-        description = f"{kind[1]} {name} condition {condition_type}={status}"
+        description = f"{kind.kind} {name} condition {condition_type}={status}"
         return self.wait(description, probe, timeout)
-
-    def pods_resource_version(self) -> str:
-        """A point in time to watch Pods from, taken before creating what makes them."""
-        return str(self.kube.core.list_namespaced_pod(self.namespace).metadata.resource_version)
-
-    def watch_pods(
-        self,
-        trainjob: str,
-        since: str,
-        until: Callable[[dict[str, list[dict[str, Any]]]], bool],
-        description: str,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> dict[str, list[dict[str, Any]]]:
-        """Every version of the TrainJob's Pods since `since`, in order, until `until` holds.
-
-        A watch sees each intermediate state, so a test can assert the order in
-        which things happened, not only where they ended.
-        """
-        __tracebackhide__ = True
-        history: dict[str, list[dict[str, Any]]] = {}
-        deadline = time.monotonic() + timeout
-        stream = watch.Watch()
-        while (remaining := deadline - time.monotonic()) > 0:
-            self.cluster.health.raise_if_broken()
-            for event in stream.stream(
-                self.kube.core.list_namespaced_pod,
-                self.namespace,
-                label_selector=f"{JOBSET_NAME_LABEL}={trainjob}",
-                resource_version=since,
-                # Short rounds, so a broken stack ends the watch early.
-                timeout_seconds=max(1, min(_WATCH_ROUND_SECONDS, int(remaining))),
-            ):
-                pod = self.kube.api_client.sanitize_for_serialization(event["object"])
-                since = pod["metadata"]["resourceVersion"]
-                history.setdefault(pod["metadata"]["name"], []).append(pod)
-                if until(history):
-                    stream.stop()
-                    return history
-        seen = {name: len(versions) for name, versions in history.items()}
-        raise WaitTimeout(
-            f"timed out after {timeout:.0f}s watching for {description}\n"
-            f"Pod versions seen: {seen}\n{self.diagnostics()}"
-        )
 
 
 def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:

@@ -1,0 +1,140 @@
+"""Pods of a TrainJob: gates, scheduling, the hold, running, and their history."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import watch
+
+from trainjob_conformance.cluster.hold import HOLD_ANNOTATION
+from trainjob_conformance.kube.kinds import POD
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout
+from trainjob_conformance.policies.jobsets import wait_jobset_active
+from trainjob_conformance.policies.view import (
+    DEFAULT_TIMEOUT,
+    JOBSET_NAME_LABEL,
+    TrainJobView,
+    condition,
+)
+
+_WATCH_ROUND_SECONDS = 2
+Pod = dict[str, Any]
+
+
+def pods_of(view: TrainJobView, trainjob: str) -> list[Pod]:
+    return view.of_trainjob(POD, trainjob)
+
+
+def gate_names(pod_spec: dict[str, Any]) -> list[str]:
+    return sorted(gate["name"] for gate in pod_spec.get("schedulingGates") or [])
+
+
+def is_scheduling_gated(pod: Pod) -> bool:
+    scheduled = condition(pod, "PodScheduled")
+    return bool(
+        scheduled
+        and scheduled.get("status") == "False"
+        and scheduled.get("reason") == "SchedulingGated"
+    )
+
+
+def _phases(pods: list[Pod]) -> str:
+    return ", ".join(
+        f"{p['metadata']['name']} {(p.get('status') or {}).get('phase', '?')}" for p in pods
+    )
+
+
+def wait_pods(
+    view: TrainJobView, trainjob: str, count: int, timeout: float = DEFAULT_TIMEOUT
+) -> list[Pod]:
+    def probe() -> list[Pod] | NotYet:
+        pods = pods_of(view, trainjob)
+        return pods if len(pods) == count else NotYet(f"{len(pods)} of {count} Pods")
+
+    return view.wait(f"{count} Pods of TrainJob {trainjob}", probe, timeout)
+
+
+def wait_scheduling_gated(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
+    """`count` Pods that kube-scheduler reports as SchedulingGated."""
+
+    def probe() -> list[Pod] | NotYet:
+        pods = pods_of(view, trainjob)
+        gated = [p for p in pods if is_scheduling_gated(p)]
+        if len(pods) == count and len(gated) == count:
+            return pods
+        return NotYet(f"{len(gated)} of {count} Pods SchedulingGated ({_phases(pods)})")
+
+    return view.wait(f"{count} Pods of {trainjob} reported SchedulingGated", probe)
+
+
+def patch_pod(view: TrainJobView, name: str, body: dict[str, Any]) -> Pod:
+    return view.kube.patch(*POD, name=name, namespace=view.namespace, body=body)
+
+
+def release_held_pods(view: TrainJobView, trainjob: str) -> None:
+    """Let the held Pods finish: their container (or the fake node) waits for this."""
+    for pod in pods_of(view, trainjob):
+        body = {"metadata": {"annotations": {HOLD_ANNOTATION: None}}}
+        patch_pod(view, pod["metadata"]["name"], body)
+
+
+def wait_running(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
+    """`count` Pods Running and the JobSet reporting them active."""
+
+    def probe() -> list[Pod] | NotYet:
+        pods = pods_of(view, trainjob)
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        if len(running) == count and len(pods) == count:
+            return pods
+        return NotYet(f"{len(running)} of {count} Pods Running ({_phases(pods)})")
+
+    pods = view.wait(f"{count} Running Pods of TrainJob {trainjob}", probe)
+    wait_jobset_active(view, trainjob)
+    return pods
+
+
+def pods_resource_version(view: TrainJobView) -> str:
+    """A point in time to watch Pods from, taken before creating what makes them."""
+    return str(view.kube.core.list_namespaced_pod(view.namespace).metadata.resource_version)
+
+
+def watch_pods(
+    view: TrainJobView,
+    trainjob: str,
+    since: str,
+    until: Callable[[dict[str, list[Pod]]], bool],
+    description: str,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> dict[str, list[Pod]]:
+    """Every version of the TrainJob's Pods since `since`, in order, until `until` holds.
+
+    A watch sees each intermediate state, so a test can assert the order in
+    which things happened, not only where they ended.
+    """
+    __tracebackhide__ = True
+    history: dict[str, list[Pod]] = {}
+    deadline = time.monotonic() + timeout
+    stream = watch.Watch()
+    while (remaining := deadline - time.monotonic()) > 0:
+        view.cluster.health.raise_if_broken()
+        for event in stream.stream(
+            view.kube.core.list_namespaced_pod,
+            view.namespace,
+            label_selector=f"{JOBSET_NAME_LABEL}={trainjob}",
+            resource_version=since,
+            # Short rounds, so a broken stack ends the watch early.
+            timeout_seconds=max(1, min(_WATCH_ROUND_SECONDS, int(remaining))),
+        ):
+            pod = view.kube.api_client.sanitize_for_serialization(event["object"])
+            since = pod["metadata"]["resourceVersion"]
+            history.setdefault(pod["metadata"]["name"], []).append(pod)
+            if until(history):
+                stream.stop()
+                return history
+    seen = {name: len(versions) for name, versions in history.items()}
+    raise WaitTimeout(
+        f"timed out after {timeout:.0f}s watching for {description}\n"
+        f"Pod versions seen: {seen}\n{view.diagnostics()}"
+    )

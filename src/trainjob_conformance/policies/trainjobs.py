@@ -1,0 +1,60 @@
+"""TrainJob steps: submitting with gates, patching the spec, what Kueue injected."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainjob_conformance.kube.kinds import TRAINJOB
+from trainjob_conformance.kube.waits import NotYet
+from trainjob_conformance.policies.view import TrainJobView
+
+EXAMPLE_GATES = ["example.com/gate-a", "example.com/gate-b"]
+KUEUE_PATCH_MANAGER = "kueue.x-k8s.io/manager"
+KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+
+
+def submit_gated(
+    view: TrainJobView, name: str, runtime: str, gates: list[str], **values: Any
+) -> dict[str, Any]:
+    """A TrainJob of two nodes whose trainer job `node` carries `gates`."""
+    values.setdefault("num_nodes", 2)
+    overrides = [{"target_job": "node", "scheduling_gates": list(gates)}]
+    return view.create_trainjob(name, runtime=runtime, pod_overrides=overrides, **values)
+
+
+def patch_trainjob(view: TrainJobView, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """One merge-patch request on the TrainJob's spec."""
+    return view.kube.patch(*TRAINJOB, name=name, namespace=view.namespace, body={"spec": spec})
+
+
+def wait_resumed(view: TrainJobView, name: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | NotYet:
+        trainjob = view.get(TRAINJOB, name)
+        return trainjob if not trainjob["spec"].get("suspend") else NotYet("spec.suspend is true")
+
+    return view.wait(f"TrainJob {name} to be resumed", probe)
+
+
+def kueue_pod_template_patch(
+    trainjob: dict[str, Any], replicated_job: str
+) -> dict[str, Any] | None:
+    """What Kueue injected into a replicated job's pod template, in either field.
+
+    From Trainer v2.2 Kueue owns the runtime patch with manager
+    kueue.x-k8s.io/manager; before, it appends podTemplateOverrides entries it
+    marks with the kueue.x-k8s.io/podset label. None when there is neither.
+    """
+    for patch in trainjob["spec"].get("runtimePatches") or []:
+        if patch.get("manager") != KUEUE_PATCH_MANAGER:
+            continue
+        spec = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
+        for job in spec.get("replicatedJobs") or []:
+            if job.get("name") == replicated_job:
+                return dict(((job.get("template") or {}).get("spec") or {}).get("template") or {})
+        return {}
+    for override in trainjob["spec"].get("podTemplateOverrides") or []:
+        labels = (override.get("metadata") or {}).get("labels") or {}
+        targets = [t.get("name") for t in override.get("targetJobs") or []]
+        if labels.get(KUEUE_PODSET_LABEL) and replicated_job in targets:
+            return {"metadata": override.get("metadata") or {}, "spec": override.get("spec") or {}}
+    return None

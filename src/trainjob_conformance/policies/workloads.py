@@ -1,0 +1,36 @@
+"""Kueue Workloads of TrainJobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainjob_conformance.kube.kinds import WORKLOAD
+from trainjob_conformance.kube.waits import NotYet
+from trainjob_conformance.policies.view import TrainJobView
+
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+
+
+def workloads_of(view: TrainJobView, trainjob: str) -> list[dict[str, Any]]:
+    """Kueue Workloads whose owner is the named TrainJob."""
+    return [
+        workload
+        for workload in view.list(WORKLOAD)
+        if any(
+            ref.get("kind") == "TrainJob" and ref.get("name") == trainjob
+            for ref in workload["metadata"].get("ownerReferences") or []
+        )
+    ]
+
+
+def wait_workload(view: TrainJobView, trainjob: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | NotYet:
+        found = workloads_of(view, trainjob)
+        return found[0] if len(found) == 1 else NotYet(f"{len(found)} Workloads")
+
+    return view.wait(f"the Workload of TrainJob {trainjob}", probe)
+
+
+def wait_admitted(view: TrainJobView, trainjob: str) -> dict[str, Any]:
+    name = wait_workload(view, trainjob)["metadata"]["name"]
+    return view.wait_for_condition(WORKLOAD, name, "Admitted")
