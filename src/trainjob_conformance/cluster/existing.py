@@ -76,9 +76,7 @@ class ExistingCluster:
             handle.versions["kubernetes"] = kube.version.get_code().git_version.split("+")[0]
             detected_from = "state of the embedded run that started it"
         else:
-            stack = detect_stack(
-                kube, self.profile.versions, f"assumed from profile {self.profile.name}"
-            )
+            stack = detect_stack(kube)
             handle = ClusterHandle(
                 provider="existing", kubeconfig=self.kubeconfig, versions=stack.versions
             )

@@ -67,30 +67,51 @@ def _image_tag(image: str) -> str | None:
     return tail.rsplit(":", 1)[1]
 
 
-def detect_stack(kube: Kube, fallback: dict[str, str], fallback_source: str) -> DetectedStack:
-    """Versions from the API server and the controller Deployments' images."""
+def detect_stack(kube: Kube) -> DetectedStack:
+    """Versions from the API server and from the ready controller Deployments' images.
+
+    Each of JobSet, Kueue and Trainer must run as a Deployment with at least
+    one ready replica and an image tagged with its release; otherwise the
+    cluster is refused, naming what is missing or not ready. Nothing is
+    assumed from a profile: a version the harness reports is one the cluster
+    stated.
+    """
     versions: dict[str, str] = {}
     sources: dict[str, str] = {}
     pods: dict[str, tuple[str, str]] = {}
+    not_ready: list[str] = []
     info = kube.version.get_code()
     versions["kubernetes"] = info.git_version.split("+")[0]
     sources["kubernetes"] = "API server /version"
     for deployment in kube.apps.list_deployment_for_all_namespaces().items:
+        where = f"Deployment {deployment.metadata.namespace}/{deployment.metadata.name}"
         for container in deployment.spec.template.spec.containers:
+            image = container.image or ""
             for component, fragment in CONTROLLER_IMAGES.items():
-                tag = _image_tag(container.image or "")
-                if fragment in (container.image or "") and tag and component not in versions:
-                    versions[component] = tag if tag.startswith("v") else f"v{tag}"
-                    sources[component] = (
-                        f"image of Deployment {deployment.metadata.namespace}/{deployment.metadata.name}"
-                    )
-                    labels = deployment.spec.selector.match_labels or {}
-                    selector = ",".join(f"{k}={v}" for k, v in labels.items())
-                    pods[component] = (deployment.metadata.namespace, selector)
-    for component, version in fallback.items():
-        if component not in versions:
-            versions[component] = version
-            sources[component] = fallback_source
+                tag = _image_tag(image)
+                if fragment not in image or not tag or component in versions:
+                    continue
+                if not (deployment.status.ready_replicas or 0):
+                    not_ready.append(f"{component} ({where} has no ready replica)")
+                    continue
+                versions[component] = tag if tag.startswith("v") else f"v{tag}"
+                sources[component] = f"image of {where}"
+                labels = deployment.spec.selector.match_labels or {}
+                pods[component] = (
+                    deployment.metadata.namespace,
+                    ",".join(f"{k}={v}" for k, v in labels.items()),
+                )
+    problems = [p for p in not_ready if p.split(" ", 1)[0] not in versions]
+    problems += [
+        f"{component} (no Deployment runs an image of {fragment} with a release tag)"
+        for component, fragment in CONTROLLER_IMAGES.items()
+        if component not in versions and not any(p.startswith(component) for p in not_ready)
+    ]
+    if problems:
+        raise ConformanceError(
+            f"cannot tell the stack's versions: {'; '.join(problems)}; the harness reads them "
+            "from the ready controller Deployments' image tags"
+        )
     return DetectedStack(versions=versions, sources=sources, controller_pods=pods)
 
 
