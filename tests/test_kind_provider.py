@@ -5,10 +5,13 @@ and kubectl to do (recorded by the stand-ins), not a kind cluster.
 """
 
 import stat
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from trainjob_conformance.cluster import kind
+from trainjob_conformance.cluster.kind_manifests import InstallStep
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import load_profile
 
@@ -57,24 +60,27 @@ def stand_ins(tmp_path, monkeypatch):
     return paths, record
 
 
-def test_install_plan_pins_every_manifest_to_the_profile():
-    plan = [" ".join(args) for args in kind.install_plan(load_profile("latest"))]
-    assert plan == [
-        "apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml",
-        "-n jobset-system rollout status deployment/jobset-controller-manager --timeout=300s",
-        "apply --server-side -k https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.3.0",
-        "-n kubeflow-system rollout status deployment/kubeflow-trainer-controller-manager --timeout=300s",
-        "apply --server-side -k https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=v2.3.0",
-        "apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml",
-        "-n kueue-system rollout status deployment/kueue-controller-manager --timeout=300s",
+def fake_steps(profile, kubectl):
+    """Install steps as the manifest builder names them (built for real in e2e)."""
+    names = [("jobset", "jobset"), ("trainer-manager", "trainer"), ("trainer-runtimes", "trainer")]
+    return [
+        InstallStep(name, component, Path(f"/m/{profile.name}/{name}.yaml"))
+        for name, component in [*names, ("kueue", "kueue")]
     ]
 
 
-def test_each_profile_gets_its_own_versions():
-    plan = " ".join(" ".join(a) for a in kind.install_plan(load_profile("trainer-2.1")))
-    assert "jobset/releases/download/v0.10.1/" in plan
-    assert "kueue/releases/download/v0.16.6/" in plan
-    assert "ref=v2.1.0" in plan
+def test_install_plan_applies_each_manifest_and_waits_for_each_controller():
+    steps = fake_steps(load_profile("latest"), None)
+    plan = [" ".join(args) for args in kind.install_plan(steps)]
+    assert plan == [
+        "apply --server-side -f /m/latest/jobset.yaml",
+        "-n jobset-system rollout status deployment/jobset-controller-manager --timeout=300s",
+        "apply --server-side -f /m/latest/trainer-manager.yaml",
+        "-n kubeflow-system rollout status deployment/kubeflow-trainer-controller-manager --timeout=300s",
+        "apply --server-side -f /m/latest/trainer-runtimes.yaml",
+        "apply --server-side -f /m/latest/kueue.yaml",
+        "-n kueue-system rollout status deployment/kueue-controller-manager --timeout=300s",
+    ]
 
 
 def test_cluster_is_created_with_the_profile_node_image_and_a_private_kubeconfig(
@@ -86,6 +92,7 @@ def test_cluster_is_created_with_the_profile_node_image_and_a_private_kubeconfig
         tmp_path / "run",
         kind_bin=paths["kind"],
         kubectl_bin=paths["kubectl"],
+        install_steps=fake_steps,
     )
     cluster.create_and_install()
     cluster.down()
@@ -108,7 +115,11 @@ def test_a_failing_install_step_is_one_clear_error(stand_ins, tmp_path):
     failing.write_text("#!/usr/bin/env bash\necho 'error: no route to github.com'; exit 1\n")
     failing.chmod(0o755)
     cluster = kind.KindStackCluster(
-        load_profile("latest"), tmp_path / "run", kind_bin=paths["kind"], kubectl_bin=str(failing)
+        load_profile("latest"),
+        tmp_path / "run",
+        kind_bin=paths["kind"],
+        kubectl_bin=str(failing),
+        install_steps=fake_steps,
     )
     with pytest.raises(
         ConformanceError,
@@ -123,3 +134,23 @@ def test_missing_kind_binary_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.delenv("KIND", raising=False)
     with pytest.raises(ConformanceError, match="no kind executable found: install kind"):
         kind.KindStackCluster(load_profile("latest"), tmp_path)
+
+
+def test_the_printed_down_hint_deletes_the_kept_cluster(stand_ins, tmp_path):
+    paths, record = stand_ins
+    cluster = kind.KindStackCluster(
+        load_profile("latest"),
+        tmp_path / "run",
+        kind_bin=paths["kind"],
+        kubectl_bin=paths["kubectl"],
+        install_steps=fake_steps,
+    )
+    cluster.create_and_install()
+    cluster.detach()
+    clusters = tmp_path / "clusters"
+    assert clusters.read_text().split() == ["tjc-latest"]
+
+    subprocess.run(cluster.down_hint(), shell=True, check=True)
+
+    assert clusters.read_text().split() == []
+    assert record.read_text().splitlines()[-1] == "kind delete cluster --name tjc-latest"

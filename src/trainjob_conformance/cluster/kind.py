@@ -1,9 +1,10 @@
 """kind clusters (through pytest-kind-ng) with the stack from upstream release manifests.
 
 The install follows the upstream e2e setups: JobSet's and Kueue's release
-manifests, the Trainer's manager and runtimes kustomize overlays at the
-release tag, each waited for before the next. Needs Docker, kind and network
-access to GitHub and the image registries.
+manifests, the Trainer's manager and runtimes overlays, each controller waited
+for before the next. The manifests are built from the release sources
+(cluster/kind_manifests.py), the same files the e2e suite dry-runs against a
+real API server. Needs Docker, kind, kubectl and the image registries.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.cluster.controller_watch import controller_pod_probe
 from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.kind_manifests import InstallStep, kind_install_steps
 from trainjob_conformance.cluster.processes import register_cleanup, unregister_cleanup
 from trainjob_conformance.cluster.provider import startup_errors
 from trainjob_conformance.cluster.readiness import standard_probes, wait_for_admission
@@ -25,16 +28,6 @@ from trainjob_conformance.progress import step
 from trainjob_conformance.stack.profiles import Profile
 
 NODE_IMAGE = "kindest/node:{kubernetes}"
-JOBSET_MANIFESTS = (
-    "https://github.com/kubernetes-sigs/jobset/releases/download/{jobset}/manifests.yaml"
-)
-KUEUE_MANIFESTS = (
-    "https://github.com/kubernetes-sigs/kueue/releases/download/{kueue}/manifests.yaml"
-)
-TRAINER_MANAGER = "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref={trainer}"
-TRAINER_RUNTIMES = (
-    "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref={trainer}"
-)
 CONTROLLERS = {
     "jobset": ("jobset-system", "jobset-controller-manager", "control-plane=controller-manager"),
     "trainer": (
@@ -47,9 +40,13 @@ CONTROLLERS = {
 _ROLLOUT_TIMEOUT = "300s"
 
 
-def install_plan(profile: Profile) -> list[list[str]]:
+# The install step after which each controller's rollout is awaited: the
+# Trainer needs the JobSet CRD; Kueue's TrainJob integration needs both.
+_ROLLOUT_AFTER = {"jobset": "jobset", "trainer-manager": "trainer", "kueue": "kueue"}
+
+
+def install_plan(steps: list[InstallStep]) -> list[list[str]]:
     """kubectl argument lists that install the stack, in dependency order."""
-    versions = profile.versions
 
     def rollout(component: str) -> list[str]:
         namespace, deployment, _ = CONTROLLERS[component]
@@ -62,16 +59,12 @@ def install_plan(profile: Profile) -> list[list[str]]:
             f"--timeout={_ROLLOUT_TIMEOUT}",
         ]
 
-    return [
-        ["apply", "--server-side", "-f", JOBSET_MANIFESTS.format(**versions)],
-        rollout("jobset"),
-        # The Trainer needs the JobSet CRD; Kueue's TrainJob integration needs both.
-        ["apply", "--server-side", "-k", TRAINER_MANAGER.format(**versions)],
-        rollout("trainer"),
-        ["apply", "--server-side", "-k", TRAINER_RUNTIMES.format(**versions)],
-        ["apply", "--server-side", "-f", KUEUE_MANIFESTS.format(**versions)],
-        rollout("kueue"),
-    ]
+    plan = []
+    for install in steps:
+        plan.append(["apply", "--server-side", "-f", str(install.path)])
+        if install.name in _ROLLOUT_AFTER:
+            plan.append(rollout(_ROLLOUT_AFTER[install.name]))
+    return plan
 
 
 def _executable(explicit: str | None, name: str, hint: str) -> Path:
@@ -90,7 +83,9 @@ class KindStackCluster:
         run_dir: Path,
         kind_bin: str | None = None,
         kubectl_bin: str | None = None,
+        install_steps: Callable[[Profile, Path], list[InstallStep]] = kind_install_steps,
     ) -> None:
+        self.install_steps = install_steps
         self.profile = profile
         self.run_dir = run_dir
         self.name = f"tjc-{profile.name.replace('.', '-')}"
@@ -129,8 +124,10 @@ class KindStackCluster:
         register_cleanup(self.down)
         with step(f"creating kind cluster {self.name}"):
             self._cluster.create()
+        with step("building the release manifests of JobSet, Trainer and Kueue"):
+            steps = self.install_steps(self.profile, self.kubectl_bin)
         with step("installing JobSet, Trainer and Kueue from their release manifests"):
-            for args in install_plan(self.profile):
+            for args in install_plan(steps):
                 try:
                     self._cluster.kubectl(*args, stderr=subprocess.STDOUT)
                 except subprocess.CalledProcessError as error:

@@ -86,17 +86,25 @@ class Kube:
     def _for(self, obj: dict[str, Any]) -> Resource:
         return self.resource(obj["apiVersion"], obj["kind"])
 
-    def apply(self, obj: dict[str, Any], field_manager: str = FIELD_MANAGER) -> dict[str, Any]:
-        """Server-side apply: idempotent, and large CRDs need no annotation."""
+    def apply(
+        self, obj: dict[str, Any], field_manager: str = FIELD_MANAGER, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Server-side apply: idempotent, and large CRDs need no annotation.
+
+        With `dry_run`, the API server validates and admits it (webhooks
+        included) but stores nothing.
+        """
         metadata = obj["metadata"]
         resource = self._for(obj)
+        extra = {"dry_run": "All"} if dry_run else {}
         result = self._call(
             lambda: resource.server_side_apply(
                 body=obj,
                 name=metadata["name"],
-                namespace=metadata.get("namespace"),
+                namespace=metadata.get("namespace") if resource.namespaced else None,
                 field_manager=field_manager,
                 force_conflicts=True,
+                **extra,
             )
         )
         return dict(result.to_dict())
@@ -107,6 +115,21 @@ class Kube:
             kwargs["query_params"] = [("dryRun", "All")]
         resource = self._for(obj)
         return dict(self._call(lambda: resource.create(**kwargs)).to_dict())
+
+    def replace(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """PUT the whole object over the stored one (its resourceVersion must be current)."""
+        resource = self._for(obj)
+        metadata = obj["metadata"]
+        extra = {"dry_run": "All"} if dry_run else {}
+        result = self._call(
+            lambda: resource.replace(
+                body=obj,
+                name=metadata["name"],
+                namespace=metadata.get("namespace") if resource.namespaced else None,
+                **extra,
+            )
+        )
+        return dict(result.to_dict())
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None

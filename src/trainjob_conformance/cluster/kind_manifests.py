@@ -1,0 +1,160 @@
+"""The manifests the kind provider installs, built from the upstream release sources.
+
+Each release publishes its install manifests from a kustomization in its own
+repository: JobSet's and Kueue's `manifests.yaml` are `config/default` with
+the controller image set to the release (their Makefiles' `artifacts`
+target), and the Trainer's are `manifests/overlays/manager` and
+`manifests/overlays/runtimes`. The harness builds the same kustomizations from
+the release's Go module (the module proxy serves them; GitHub is not needed)
+with `kubectl kustomize`, sets the released image, and applies the result.
+
+One deliberate difference: the Trainer's manager overlay also pulls JobSet's
+release manifests from GitHub (`third-party/jobset`; its own comment says to
+drop it when JobSet is installed separately). JobSet is installed first from
+its own sources here, so that line is left out.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.paths import cache_root
+from trainjob_conformance.stack.gobuild import module_source
+from trainjob_conformance.stack.profiles import Profile
+
+RELEASE_IMAGES = {
+    "jobset": "registry.k8s.io/jobset/jobset",
+    "kueue": "registry.k8s.io/kueue/kueue",
+    "trainer": "ghcr.io/kubeflow/trainer/trainer-controller-manager",
+}
+_TRAINER_MANAGER_OVERLAY = "manifests/overlays/manager"
+_THIRD_PARTY_JOBSET = "../../third-party/jobset"
+
+
+@dataclass(frozen=True)
+class InstallStep:
+    """One `kubectl apply` of the kind install, and the component it belongs to."""
+
+    name: str
+    component: str
+    path: Path
+
+    def documents(self) -> list[dict[str, Any]]:
+        return [doc for doc in yaml.safe_load_all(self.path.read_text()) if doc]
+
+
+def _kustomize(kubectl: Path, directory: Path) -> str:
+    result = subprocess.run(
+        [str(kubectl), "kustomize", "--load-restrictor=LoadRestrictionsNone", str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConformanceError(f"kubectl kustomize {directory} failed: {last}")
+    return result.stdout
+
+
+def _with_release_image(text: str, component: str, tag: str) -> list[dict[str, Any]]:
+    """The documents, with the manager Deployment running the released image, as
+    `kustomize edit set image` does in the release process."""
+    documents = [doc for doc in yaml.safe_load_all(text) if doc]
+    managers = [d for d in documents if d["kind"] == "Deployment"]
+    if len(managers) != 1:
+        raise ConformanceError(
+            f"expected one manager Deployment in {component}'s manifests, found {len(managers)}"
+        )
+    containers = managers[0]["spec"]["template"]["spec"]["containers"]
+    containers[0]["image"] = f"{RELEASE_IMAGES[component]}:{tag}"
+    return documents
+
+
+def _trainer_manager_overlay(source: Path, workdir: Path) -> Path:
+    """The Trainer's manager overlay, rooted in the cache, JobSet's line left out."""
+    overlay = source / _TRAINER_MANAGER_OVERLAY
+    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    resources = kustomization.get("resources") or []
+    if _THIRD_PARTY_JOBSET not in resources:
+        raise ConformanceError(
+            f"{overlay} no longer lists {_THIRD_PARTY_JOBSET}: check what it installs now"
+        )
+    wrapper = workdir / "trainer-manager"
+    wrapper.mkdir(parents=True, exist_ok=True)
+    # kustomize takes no absolute paths: point back at the module relatively.
+    kustomization["resources"] = [
+        os.path.relpath((overlay / entry).resolve(), wrapper)
+        for entry in resources
+        if entry != _THIRD_PARTY_JOBSET
+    ]
+    (wrapper / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    return wrapper
+
+
+def _write(path: Path, documents: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    partial.replace(path)
+    return path
+
+
+def kind_install_steps(profile: Profile, kubectl: Path) -> list[InstallStep]:
+    """Build (or reuse) each manifest file of the kind install, in install order."""
+    versions = profile.versions
+    workdir = (
+        cache_root()
+        / "kind-manifests"
+        / "-".join(f"{key}{versions[key]}" for key in ("jobset", "kueue", "trainer"))
+    )
+    jobset, kueue, trainer = (module_source(k, versions[k]) for k in ("jobset", "kueue", "trainer"))
+    plan = [
+        (
+            "jobset",
+            "jobset",
+            lambda: _with_release_image(
+                _kustomize(kubectl, jobset / "config/default"), "jobset", versions["jobset"]
+            ),
+        ),
+        (
+            "trainer-manager",
+            "trainer",
+            lambda: _with_release_image(
+                _kustomize(kubectl, _trainer_manager_overlay(trainer, workdir)),
+                "trainer",
+                versions["trainer"],
+            ),
+        ),
+        (
+            "trainer-runtimes",
+            "trainer",
+            lambda: [
+                doc
+                for doc in yaml.safe_load_all(
+                    _kustomize(kubectl, trainer / "manifests/overlays/runtimes")
+                )
+                if doc
+            ],
+        ),
+        (
+            "kueue",
+            "kueue",
+            lambda: _with_release_image(
+                _kustomize(kubectl, kueue / "config/default"), "kueue", versions["kueue"]
+            ),
+        ),
+    ]
+    steps = []
+    for name, component, build in plan:
+        path = workdir / f"{name}.yaml"
+        if not path.is_file():
+            _write(path, build())
+        steps.append(InstallStep(name, component, path))
+    return steps
