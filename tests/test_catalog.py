@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -30,10 +31,24 @@ def test_bad_range_is_reported():
 
 
 def test_catalog_ids_are_unique_and_complete():
+    # Read as text, so a second copy of an ID cannot hide behind a dict key.
+    text = CATALOG.read_text()
+    ids = re.findall(r"^([A-Z][A-Z0-9-]+):", text, flags=re.MULTILINE)
+    assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)
     catalog = load_catalog(CATALOG)
+    assert set(catalog) == set(ids)
     assert {"TJ-STACK-001", "TJ-GATE-001", "TJ-EDIT-001", "TJ-MB-001"} <= set(catalog)
     for policy in catalog.values():
         assert policy.title and policy.statement and policy.source
+
+
+def test_the_uniqueness_check_catches_a_copied_entry(tmp_path):
+    text = CATALOG.read_text()
+    first = re.search(r"^TJ-STACK-001:\n(?:  .*\n|\n)*", text, flags=re.MULTILINE).group(0)
+    copied = tmp_path / "policies.yaml"
+    copied.write_text(text + "\n" + first)
+    with pytest.raises(ConformanceError, match="'TJ-STACK-001' is given twice"):
+        load_catalog(copied)
 
 
 def test_managed_by_skip_is_a_known_gap_only_before_v2_3_0():
