@@ -13,6 +13,7 @@ import pytest
 from trainjob_conformance.cluster.stack_watch import StackBroken, StackHealth
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.errors import ApiError, StackError
+from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 from trainjob_conformance.policies.catalog import Outcome, Policy
 from trainjob_conformance.report.model import (
     ERROR,
@@ -24,6 +25,8 @@ from trainjob_conformance.report.model import (
     SKIPPED,
 )
 
+# The stack watch looks every 0.5 s (2 s for in-cluster controllers).
+_WATCH_GRACE_SECONDS = 2.5
 # Leads the failure message of a closed gap, so a report can tell it apart.
 GAP_CLOSED_MARKER = "GAP CLOSED"
 
@@ -140,10 +143,22 @@ def stack_breakage(
     """The broken stack behind a failure, if there is one."""
     if excinfo is not None and isinstance(excinfo.value, StackBroken):
         return excinfo.value
-    broken = health.breakages() if health is not None else []
-    if broken:
-        return StackBroken(broken)
-    return None
+    if health is None:
+        return None
+    broken = health.breakages()
+    if not broken and excinfo is not None and isinstance(excinfo.value, StackError):
+        # The cluster already answered that something is down; give the watch
+        # one of its rounds to say which component, so the reason names it.
+        try:
+            broken = wait_for(
+                "the stack watch to name the broken component",
+                health.breakages,
+                timeout=_WATCH_GRACE_SECONDS,
+                interval=0.1,
+            )
+        except WaitTimeout:
+            broken = []
+    return StackBroken(broken) if broken else None
 
 
 def judge(
