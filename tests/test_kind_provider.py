@@ -46,6 +46,16 @@ echo "kubectl KUBECONFIG=$KUBECONFIG $*" >> "$RECORD"
 """
 
 
+def stand_in_cluster(tmp_path, kind_bin, kubectl_bin):
+    return kind.KindStackCluster(
+        load_profile("latest"),
+        tmp_path / "run",
+        kind_bin=kind_bin,
+        kubectl_bin=kubectl_bin,
+        install_steps=fake_steps,
+    )
+
+
 @pytest.fixture
 def stand_ins(tmp_path, monkeypatch):
     record = tmp_path / "record.log"
@@ -87,13 +97,7 @@ def test_cluster_is_created_with_the_profile_node_image_and_a_private_kubeconfig
     stand_ins, tmp_path
 ):
     paths, record = stand_ins
-    cluster = kind.KindStackCluster(
-        load_profile("latest"),
-        tmp_path / "run",
-        kind_bin=paths["kind"],
-        kubectl_bin=paths["kubectl"],
-        install_steps=fake_steps,
-    )
+    cluster = stand_in_cluster(tmp_path, paths["kind"], paths["kubectl"])
     cluster.create_and_install()
     cluster.down()
 
@@ -114,13 +118,7 @@ def test_a_failing_install_step_is_one_clear_error(stand_ins, tmp_path):
     failing = tmp_path / "failing-kubectl"
     failing.write_text("#!/usr/bin/env bash\necho 'error: no route to github.com'; exit 1\n")
     failing.chmod(0o755)
-    cluster = kind.KindStackCluster(
-        load_profile("latest"),
-        tmp_path / "run",
-        kind_bin=paths["kind"],
-        kubectl_bin=str(failing),
-        install_steps=fake_steps,
-    )
+    cluster = stand_in_cluster(tmp_path, paths["kind"], str(failing))
     with pytest.raises(
         ConformanceError,
         match=r"kubectl apply --server-side -f .*jobset.* failed:\nerror: no route",
@@ -138,13 +136,7 @@ def test_missing_kind_binary_says_what_to_install(monkeypatch, tmp_path):
 
 def test_the_printed_down_hint_deletes_the_kept_cluster(stand_ins, tmp_path):
     paths, record = stand_ins
-    cluster = kind.KindStackCluster(
-        load_profile("latest"),
-        tmp_path / "run",
-        kind_bin=paths["kind"],
-        kubectl_bin=paths["kubectl"],
-        install_steps=fake_steps,
-    )
+    cluster = stand_in_cluster(tmp_path, paths["kind"], paths["kubectl"])
     cluster.create_and_install()
     cluster.detach()
     clusters = tmp_path / "clusters"

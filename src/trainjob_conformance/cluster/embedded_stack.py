@@ -10,7 +10,12 @@ from typing import Any
 from trainjob_conformance.cluster.certs import CertificateAuthority
 from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
 from trainjob_conformance.cluster.handle import ClusterHandle
-from trainjob_conformance.cluster.host_controllers import STARTERS, HostController, Ports
+from trainjob_conformance.cluster.host_controllers import (
+    STARTERS,
+    HostController,
+    Launch,
+    Ports,
+)
 from trainjob_conformance.cluster.manifests import (
     KUEUE_NAMESPACE,
     crds,
@@ -145,7 +150,9 @@ class EmbeddedStackCluster:
             directory.mkdir(parents=True, exist_ok=True)
             binary = binaries[_BINARY[name]]
             self.controllers[name] = STARTERS[name](
-                binary, kubeconfig, ca, directory, ports[name], RunOwnership.of(self.run_dir)
+                Launch(
+                    binary, kubeconfig, ca, directory, ports[name], RunOwnership.of(self.run_dir)
+                )
             )
         for controller in self.controllers.values():
             controller.wait_ready()

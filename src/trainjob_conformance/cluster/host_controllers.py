@@ -88,20 +88,30 @@ class HostController:
         )
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What every manager is started with: its binary, the cluster, its CA-issued
+    certificates, its own directory and ports, and the run that owns it."""
+
+    binary: Path
+    kubeconfig: Path
+    ca: CertificateAuthority
+    directory: Path
+    ports: Ports
+    owner: RunOwnership
+
+    def unpack(self) -> tuple[Path, Path, CertificateAuthority, Path, Ports]:
+        return self.binary, self.kubeconfig, self.ca, self.directory, self.ports
+
+
 def _write_config(directory: Path, config: dict[str, Any]) -> Path:
     path = directory / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
-def start_jobset(
-    binary: Path,
-    kubeconfig: Path,
-    ca: CertificateAuthority,
-    directory: Path,
-    ports: Ports,
-    owner: RunOwnership,
-) -> HostController:
+def start_jobset(launch: Launch) -> HostController:
+    binary, kubeconfig, ca, directory, ports = launch.unpack()
     cert = ca.issue_serving_cert(directory / "certs", "jobset-webhook")
     config = _write_config(
         directory,
@@ -119,18 +129,12 @@ def start_jobset(
         },
     )
     args = [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
-    process = HostProcess("jobset", args, directory / "jobset.log", owner=owner).start()
+    process = HostProcess("jobset", args, directory / "jobset.log", owner=launch.owner).start()
     return HostController("jobset", ports, process)
 
 
-def start_trainer(
-    binary: Path,
-    kubeconfig: Path,
-    ca: CertificateAuthority,
-    directory: Path,
-    ports: Ports,
-    owner: RunOwnership,
-) -> HostController:
+def start_trainer(launch: Launch) -> HostController:
+    binary, kubeconfig, ca, directory, ports = launch.unpack()
     # The Trainer config has no certDir: controller-runtime reads
     # $TMPDIR/k8s-webhook-server/serving-certs, so TMPDIR is per process.
     tmpdir = directory / "tmp"
@@ -149,7 +153,9 @@ def start_trainer(
     )
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     args = [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
-    process = HostProcess("trainer", args, directory / "trainer.log", env=env, owner=owner).start()
+    process = HostProcess(
+        "trainer", args, directory / "trainer.log", env=env, owner=launch.owner
+    ).start()
     return HostController("trainer", ports, process)
 
 
@@ -182,14 +188,8 @@ def _kueue_launch_prefix(cert: ServingCert, directory: Path) -> tuple[list[str],
     return prefix, env
 
 
-def start_kueue(
-    binary: Path,
-    kubeconfig: Path,
-    ca: CertificateAuthority,
-    directory: Path,
-    ports: Ports,
-    owner: RunOwnership,
-) -> HostController:
+def start_kueue(launch: Launch) -> HostController:
+    binary, kubeconfig, ca, directory, ports = launch.unpack()
     cert = ca.issue_serving_cert(directory / "certs", "kueue-webhook")
     config = _write_config(
         directory,
@@ -212,7 +212,9 @@ def start_kueue(
     prefix, extra_env = _kueue_launch_prefix(cert, directory)
     args = [*prefix, str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
     env = {**os.environ, **extra_env}
-    process = HostProcess("kueue", args, directory / "kueue.log", env=env, owner=owner).start()
+    process = HostProcess(
+        "kueue", args, directory / "kueue.log", env=env, owner=launch.owner
+    ).start()
     return HostController("kueue", ports, process)
 
 

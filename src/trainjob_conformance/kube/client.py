@@ -94,17 +94,31 @@ class Kube:
         With `dry_run`, the API server validates and admits it (webhooks
         included) but stores nothing.
         """
-        metadata = obj["metadata"]
+        return self._write(
+            "server_side_apply",
+            obj,
+            dry_run,
+            field_manager=field_manager,
+            force_conflicts=True,
+        )
+
+    def replace(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """PUT the whole object over the stored one (its resourceVersion must be current)."""
+        return self._write("replace", obj, dry_run)
+
+    def _write(
+        self, verb: str, obj: dict[str, Any], dry_run: bool, **options: Any
+    ) -> dict[str, Any]:
         resource = self._for(obj)
-        extra = {"dry_run": "All"} if dry_run else {}
+        metadata = obj["metadata"]
+        if dry_run:
+            options["dry_run"] = "All"
         result = self._call(
-            lambda: resource.server_side_apply(
+            lambda: getattr(resource, verb)(
                 body=obj,
                 name=metadata["name"],
                 namespace=metadata.get("namespace") if resource.namespaced else None,
-                field_manager=field_manager,
-                force_conflicts=True,
-                **extra,
+                **options,
             )
         )
         return dict(result.to_dict())
@@ -115,21 +129,6 @@ class Kube:
             kwargs["query_params"] = [("dryRun", "All")]
         resource = self._for(obj)
         return dict(self._call(lambda: resource.create(**kwargs)).to_dict())
-
-    def replace(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
-        """PUT the whole object over the stored one (its resourceVersion must be current)."""
-        resource = self._for(obj)
-        metadata = obj["metadata"]
-        extra = {"dry_run": "All"} if dry_run else {}
-        result = self._call(
-            lambda: resource.replace(
-                body=obj,
-                name=metadata["name"],
-                namespace=metadata.get("namespace") if resource.namespaced else None,
-                **extra,
-            )
-        )
-        return dict(result.to_dict())
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
