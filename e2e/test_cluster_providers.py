@@ -91,7 +91,7 @@ def upstream_manager(kubectl, component, version, namespace, tag):
 
 @pytest.fixture
 def controller_deployments(trainjob_cluster, trainjob_view):
-    """Deploy the upstream managers into namespaces of their own; kwok runs their Pods."""
+    """Deploy the upstream managers into namespaces of their own; the fake nodes run their Pods."""
     kube = trainjob_view.kube
     deployed = {}
 
