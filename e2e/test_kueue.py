@@ -5,10 +5,18 @@ from __future__ import annotations
 import base64
 
 import pytest
+from kubernetes.utils import parse_quantity
 
 from trainjob_conformance.cluster.manifests import KUEUE_NAMESPACE
-from trainjob_conformance.kube.kinds import ADMISSION_CHECK, JOBSET, TRAINJOB, WORKLOAD
+from trainjob_conformance.kube.kinds import (
+    ADMISSION_CHECK,
+    CLUSTER_QUEUE,
+    JOBSET,
+    TRAINJOB,
+    WORKLOAD,
+)
 from trainjob_conformance.kube.kubeconfig import flattened
+from trainjob_conformance.kube.waits import NotYet
 from trainjob_conformance.policies.pods import (
     gate_names,
     pods_of,
@@ -221,6 +229,47 @@ def test_workload_podset_matches_the_trainjob_and_its_jobset(
     assert podsets["node"]["count"] == replicated.get("replicas", 1) * min(
         job["parallelism"], job["completions"]
     )
+
+
+def flavor_usage(cluster_queue):
+    """ClusterQueue status.flavorsUsage as {resource: quantity}, summed over flavors."""
+    usage = {}
+    for flavor in (cluster_queue.get("status") or {}).get("flavorsUsage") or []:
+        for resource in flavor.get("resources") or []:
+            usage[resource["name"]] = usage.get(resource["name"], 0) + parse_quantity(
+                resource.get("total", "0")
+            )
+    return usage
+
+
+@pytest.mark.policy("KQ-PODSET-002")
+def test_workload_podset_totals_follow_num_nodes_and_resources_per_node(
+    trainjob_view, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue()
+    per_node = {"cpu": "500m", "memory": "512Mi"}
+    # The runtime says numNodes 1; the TrainJob overrides it with 3.
+    submit(view, training_runtime(hold=True), queue, "sized", 3, {"requests": per_node})
+
+    workload = wait_workload(view, "sized")
+    podsets = {p["name"]: p for p in workload["spec"]["podSets"]}
+    (container,) = [
+        c for c in podsets["node"]["template"]["spec"]["containers"] if c["name"] == "node"
+    ]
+    admitted(view, workload["metadata"]["name"])
+    expected = {name: 3 * parse_quantity(value) for name, value in per_node.items()}
+
+    def accounted():
+        cq = view.kube.get(*CLUSTER_QUEUE, name=view.namespace)
+        usage = flavor_usage(cq)
+        return cq if all(usage.get(k, 0) > 0 for k in expected) else NotYet(f"usage {usage}")
+
+    cluster_queue = view.wait(f"ClusterQueue {view.namespace} to account for it", accounted)
+
+    assert podsets["node"]["count"] == 3
+    assert container["resources"]["requests"] == per_node
+    assert {k: v for k, v in flavor_usage(cluster_queue).items() if k in expected} == expected
 
 
 def multikueue_check(view, worker_name, kubeconfig_path=None):

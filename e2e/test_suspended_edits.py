@@ -194,3 +194,56 @@ def test_patching_overrides_and_resuming_in_one_request(
     # Whatever the verdict, the stored TrainJob must agree with it.
     stored = view.get(TRAINJOB, "oneshot")["spec"]
     assert stored.get("suspend", False) is (answer.verdict == "forbidden"), stored
+
+
+@pytest.mark.policy("TJ-EDIT-009")
+def test_a_dry_run_edit_is_judged_like_the_real_one_and_stores_nothing(
+    trainjob_view, trainjob_templates, training_runtime, trainjob_policy
+):
+    view = trainjob_view
+    runtime = training_runtime(hold=True)
+    start_running(view, runtime, "running")
+    edit = trainjob_templates.override_fields([AFTER_UNGATED])
+
+    dry = rejection_of(lambda: patch_trainjob(view, "running", edit, dry_run=True))
+    real = rejection_of(lambda: patch_trainjob(view, "running", edit))
+
+    assert trainjob_policy.expected("forbidden_message") in real.message, real
+    assert (dry.status, dry.message) == (real.status, real.message), (
+        f"the dry run was answered {dry!r}, the real edit {real!r}"
+    )
+
+    create(view, runtime, "suspended", True, [BEFORE])
+    jobset = jobset_shows(view, "suspended", "before", [GATE_BEFORE])
+    # The Trainer's last write to a suspended TrainJob; after it, nothing else should.
+    stored = view.wait_for_condition(TRAINJOB, "suspended", "Suspended")
+    jobset_generation = view.get(JOBSET, "suspended")["metadata"]["generation"]
+
+    answered = patch_trainjob(view, "suspended", trainjob_templates.override_fields([AFTER]), True)
+
+    assert answered["spec"] != stored["spec"], "the dry run did not apply the edit to its answer"
+    after = view.get(TRAINJOB, "suspended")
+    assert after["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    assert after["spec"] == stored["spec"]
+    current = view.get(JOBSET, "suspended")
+    assert current["metadata"]["generation"] == jobset_generation
+    assert jobset_pod_spec(current, "node") == jobset
+
+
+@pytest.mark.policy("TJ-EDIT-010")
+def test_the_rejection_of_a_running_edit_names_the_override_field(
+    trainjob_view, trainjob_templates, training_runtime, trainjob_policy
+):
+    view = trainjob_view
+    start_running(view, training_runtime(hold=True), "running")
+    # The field the installed release serves, read from its CRD, not from the message.
+    field = f"spec.{trainjob_templates.shape.value}"
+
+    refused = rejection_of(
+        lambda: patch_trainjob(view, "running", trainjob_templates.override_fields([AFTER_UNGATED]))
+    )
+
+    assert f"{field}: Forbidden: " in refused.message, refused
+    reason = refused.message.split(f"{field}: Forbidden: ", 1)[1]
+    assert reason.startswith(trainjob_policy.expected("forbidden_message")), refused
+    assert "suspended" in reason, refused

@@ -159,11 +159,13 @@ class Kube:
         body: Any,
         namespace: str | None = None,
         content_type: str = "application/merge-patch+json",
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         resource = self.resource(api_version, kind)
+        extra = {"dry_run": "All"} if dry_run else {}
         result = self._call(
             lambda: resource.patch(
-                body=body, name=name, namespace=namespace, content_type=content_type
+                body=body, name=name, namespace=namespace, content_type=content_type, **extra
             )
         )
         return dict(result.to_dict())

@@ -22,9 +22,13 @@ def submit_gated(
     return view.create_trainjob(name, runtime=runtime, pod_overrides=overrides, **values)
 
 
-def patch_trainjob(view: TrainJobView, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """One merge-patch request on the TrainJob's spec."""
-    return view.kube.patch(*TRAINJOB, name=name, namespace=view.namespace, body={"spec": spec})
+def patch_trainjob(
+    view: TrainJobView, name: str, spec: dict[str, Any], dry_run: bool = False
+) -> dict[str, Any]:
+    """One merge-patch request on the TrainJob's spec (judged but not stored with dry_run)."""
+    return view.kube.patch(
+        *TRAINJOB, name=name, namespace=view.namespace, body={"spec": spec}, dry_run=dry_run
+    )
 
 
 def wait_resumed(view: TrainJobView, name: str) -> dict[str, Any]:
