@@ -145,4 +145,6 @@ def test_the_printed_down_hint_deletes_the_kept_cluster(stand_ins, tmp_path):
     subprocess.run(cluster.down_hint(), shell=True, check=True)
 
     assert clusters.read_text().split() == []
-    assert record.read_text().splitlines()[-1] == "kind delete cluster --name tjc-latest"
+    assert record.read_text().splitlines()[-1] == (
+        f"kind delete cluster --name tjc-latest --kubeconfig {cluster.kubeconfig}"
+    )

@@ -32,7 +32,11 @@ def trainjob_cluster():
 
 
 @pytest.fixture
-def run(pytester):
+def run(pytester, monkeypatch):
+    # A wide terminal, as on CI: pytest truncates summary lines to the width,
+    # which would hide what the assertions below look for.
+    monkeypatch.setenv("COLUMNS", "400")
+
     def go(test_source, version="v2.2.1"):
         pytester.makefile(".yaml", policies=CATALOG)
         pytester.makeconftest(CONFTEST.replace("{version}", version))
@@ -157,7 +161,12 @@ def test_it():
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*TJ-X-002*FAIL*"])
-    assert "kube.errors" not in result.stdout.str().split("TrainJob conformance")[-1]
+    summary = result.stdout.str().split("TrainJob conformance")[-1]
+    assert "kube.errors" not in summary
+    assert (
+        'FAILED test_a_refusal_is_reported_in_the_clusters_words.py::test_it - admission webhook "v" denied the request: no'
+        in summary
+    )
 
 
 def test_failure_outside_holds_is_not_excused_as_the_gap(run):

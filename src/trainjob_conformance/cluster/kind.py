@@ -10,6 +10,7 @@ real API server. Needs Docker, kind, kubectl and the image registries.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -160,7 +161,9 @@ class KindStackCluster:
         return handle
 
     def down_hint(self) -> str:
-        return f"{self.kind_bin} delete cluster --name {self.name}"
+        # The kubeconfig too: without it kind would edit the user's ~/.kube/config.
+        command = ["delete", "cluster", "--name", self.name, "--kubeconfig", str(self.kubeconfig)]
+        return shlex.join([str(self.kind_bin), *command])
 
     def detach(self) -> None:
         """Leave the kind cluster running past this process (`kind delete cluster` removes it)."""

@@ -304,6 +304,12 @@ def pytest_runtest_makereport(
             (results.REASON, reason),
             (results.DETAILS, details),
         ]
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if report.failed and crash is not None and reason:
+            # pytest's short summary and JUnit's message attribute read the
+            # crash line, which starts with the exception's dotted class name;
+            # they should say what the results say.
+            crash.message = reason
         if word == ERROR:
             if details:
                 report.sections.append(("stack watch", details))
