@@ -17,6 +17,7 @@ from trainjob_conformance.kube.kinds import (
 )
 from trainjob_conformance.kube.kubeconfig import flattened
 from trainjob_conformance.kube.waits import NotYet
+from trainjob_conformance.policies.jobs import job_pod_spec, replicated_job_of, wait_jobs
 from trainjob_conformance.policies.pods import (
     gate_names,
     pods_of,
@@ -27,7 +28,12 @@ from trainjob_conformance.policies.pods import (
 )
 from trainjob_conformance.policies.trainjobs import kueue_pod_template_patch
 from trainjob_conformance.policies.view import condition
-from trainjob_conformance.policies.workloads import TOPOLOGY_GATE, wait_workload, workloads_of
+from trainjob_conformance.policies.workloads import (
+    TOPOLOGY_GATE,
+    wait_admitted,
+    wait_pending_for_quota,
+    wait_workload,
+)
 
 pytestmark = pytest.mark.kueue
 
@@ -112,15 +118,7 @@ def fill_the_quota(view, runtime, queue):
     submit(view, runtime, queue, "first")
     wait_running(view, "first", 2)
     submit(view, runtime, queue, "second")
-    return view.wait(
-        "the Workload of TrainJob second to be pending for quota",
-        lambda: (
-            wl
-            if (found := workloads_of(view, "second"))
-            and condition(wl := found[0], "QuotaReserved").get("status") == "False"
-            else None
-        ),
-    )
+    return wait_pending_for_quota(view, "second")
 
 
 @pytest.mark.policy("KQ-QUOTA-001")
@@ -270,6 +268,72 @@ def test_workload_podset_totals_follow_num_nodes_and_resources_per_node(
     assert podsets["node"]["count"] == 3
     assert container["resources"]["requests"] == per_node
     assert {k: v for k, v in flavor_usage(cluster_queue).items() if k in expected} == expected
+
+
+# Initializer Jobs of the runtime, each with its container's requests.
+INITIALIZERS = {
+    "dataset-initializer": {"cpu": "1", "memory": "256Mi"},
+    "model-initializer": {"cpu": "1500m", "memory": "512Mi"},
+}
+
+
+def podset_requests(podset):
+    (container,) = podset["template"]["spec"]["containers"]
+    return container["resources"]["requests"]
+
+
+@pytest.mark.policy("KQ-PODSET-003")
+def test_each_initializer_job_has_a_podset_sized_like_its_job(
+    trainjob_view, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue()
+    runtime = training_runtime(hold=True, initializers=INITIALIZERS)
+    submit(view, runtime, queue, "init", 2, {"requests": {"cpu": "500m", "memory": "512Mi"}})
+
+    workload = wait_workload(view, "init")
+    admitted(view, workload["metadata"]["name"])
+    jobs = wait_jobs(view, "init", 1 + len(INITIALIZERS))
+
+    podsets = {p["name"]: p for p in workload["spec"]["podSets"]}
+    assert sorted(podsets) == sorted(["node", *INITIALIZERS])
+    for name, requests in INITIALIZERS.items():
+        assert podsets[name]["count"] == 1, f"PodSet {name} counts {podsets[name]['count']} Pods"
+        asked = podset_requests(podsets[name])
+        assert asked == requests, f"PodSet {name} requests {asked}, its container {requests}"
+    for job in jobs:
+        replicated = replicated_job_of(job)
+        pods = min(job["spec"]["parallelism"], job["spec"]["completions"])
+        counted = podsets[replicated]["count"]
+        assert counted == pods, f"PodSet {replicated} counts {counted} Pods, its Job runs {pods}"
+        containers = {c["name"]: c for c in job_pod_spec(job)["containers"]}
+        if replicated in INITIALIZERS:
+            requests = containers[replicated]["resources"]["requests"]
+            asked = podset_requests(podsets[replicated])
+            assert asked == requests, f"PodSet {replicated} requests {asked}, its Job {requests}"
+
+
+@pytest.mark.policy("KQ-PODSET-003")
+def test_trainjob_that_fits_only_without_its_initializers_waits(
+    trainjob_view, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    # Node Pods take 2 of the 3 CPUs; the initializers would add 2.5 more.
+    queue = kueue_queue(cpu="3")
+    per_node = {"requests": {"cpu": "1", "memory": "256Mi"}}
+    submit(view, training_runtime(initializers=INITIALIZERS), queue, "with-init", 2, per_node)
+
+    pending = wait_pending_for_quota(view, "with-init")
+    submit(view, training_runtime(), queue, "without-init", 2, per_node)
+    wait_admitted(view, "without-init")
+
+    assert "cpu" in condition(pending, "QuotaReserved").get("message", ""), pending["status"]
+    assert (
+        condition(view.get(WORKLOAD, pending["metadata"]["name"]), "Admitted").get("status")
+        != "True"
+    )
+    assert view.get(TRAINJOB, "with-init")["spec"]["suspend"] is True
+    assert pods_of(view, "with-init") == []
 
 
 def multikueue_check(view, worker_name, kubeconfig_path=None):

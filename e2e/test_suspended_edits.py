@@ -6,9 +6,22 @@ import pytest
 
 from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
 from trainjob_conformance.policies.admission import admission_answer, rejection_of
-from trainjob_conformance.policies.jobs import job_pod_spec, jobs_of
-from trainjob_conformance.policies.jobsets import active_by_replicated_job, jobset_pod_spec
-from trainjob_conformance.policies.pods import gate_names, pods_of, wait_pods, wait_running
+from trainjob_conformance.policies.jobs import job_pod_spec, jobs_of, wait_jobs_count_terminating
+from trainjob_conformance.policies.jobsets import (
+    active_by_replicated_job,
+    jobset_pod_spec,
+    wait_jobset_idle,
+)
+from trainjob_conformance.policies.pods import (
+    gate_names,
+    keep_terminating,
+    pods_of,
+    release_terminating,
+    wait_pods,
+    wait_pods_gone,
+    wait_running,
+    wait_terminating,
+)
 from trainjob_conformance.policies.trainjobs import patch_trainjob
 
 # A nodeSelector no node needs to carry: these policies judge what reaches the
@@ -165,18 +178,40 @@ def test_suspended_trainjob_without_active_jobs_accepts_the_edit_again(
     start_running(view, training_runtime(hold=True), "drained")
 
     patch_trainjob(view, "drained", {"suspend": True})
-    view.wait(
-        "JobSet drained to report no active Job",
-        lambda: (
-            (jobset := view.get(JOBSET, "drained"))
-            and active_by_replicated_job(jobset)
-            and not any(active_by_replicated_job(jobset).values())
-        ),
-    )
+    wait_jobset_idle(view, "drained")
     edited = patch_trainjob(view, "drained", trainjob_templates.override_fields([AFTER]))
 
     assert edited["spec"]["suspend"] is True
     jobset_shows(view, "drained", "after", [GATE_AFTER])
+
+
+@pytest.mark.policy("TJ-EDIT-008")
+def test_overrides_wait_until_the_pods_have_terminated(
+    trainjob_view, trainjob_templates, training_runtime, trainjob_policy
+):
+    view = trainjob_view
+    pods = start_running(view, training_runtime(hold=True), "draining")
+    keep_terminating(view, pods)
+
+    patch_trainjob(view, "draining", {"suspend": True})
+    wait_terminating(view, "draining", 2)
+    # The state the Trainer's check reads: the Job controller no longer counts
+    # the Terminating Pods as active, and the JobSet has followed its Jobs.
+    wait_jobs_count_terminating(view, "draining", 2)
+    wait_jobset_idle(view, "draining")
+    trainjob_policy.gap_exercised("the JobSet reported no active Job while 2 Pods terminated")
+
+    with trainjob_policy.holds():
+        rejection_of(
+            lambda: patch_trainjob(
+                view, "draining", trainjob_templates.override_fields([AFTER_UNGATED])
+            )
+        )
+
+    release_terminating(view, pods)
+    wait_pods_gone(view, "draining")
+    patch_trainjob(view, "draining", trainjob_templates.override_fields([AFTER]))
+    jobset_shows(view, "draining", "after", [GATE_AFTER])
 
 
 @pytest.mark.policy("TJ-EDIT-006")

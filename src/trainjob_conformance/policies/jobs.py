@@ -23,6 +23,26 @@ def wait_jobs(view: TrainJobView, trainjob: str, count: int) -> list[dict[str, A
     return view.wait(f"{count} Jobs of TrainJob {trainjob}", probe)
 
 
+def _pod_count(job: dict[str, Any], field: str) -> int:
+    return int((job.get("status") or {}).get(field) or 0)
+
+
+def wait_jobs_count_terminating(
+    view: TrainJobView, trainjob: str, pods: int
+) -> list[dict[str, Any]]:
+    """The Job controller counts `pods` Pods as terminating and none as active."""
+
+    def probe() -> list[dict[str, Any]] | NotYet:
+        jobs = jobs_of(view, trainjob)
+        active = sum(_pod_count(job, "active") for job in jobs)
+        terminating = sum(_pod_count(job, "terminating") for job in jobs)
+        if active == 0 and terminating == pods:
+            return jobs
+        return NotYet(f"the Jobs count {active} active and {terminating} terminating Pods")
+
+    return view.wait(f"the Jobs of {trainjob} to count {pods} terminating Pods", probe)
+
+
 def job_pod_spec(job: dict[str, Any]) -> dict[str, Any]:
     return dict(job["spec"]["template"].get("spec") or {})
 

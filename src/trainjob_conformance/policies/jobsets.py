@@ -35,3 +35,14 @@ def wait_jobset_active(view: TrainJobView, name: str) -> dict[str, Any]:
         return jobset if sum(active.values()) > 0 else NotYet(f"active Jobs: {active}")
 
     return view.wait(f"JobSet {name} to report active Jobs", probe)
+
+
+def wait_jobset_idle(view: TrainJobView, name: str) -> dict[str, Any]:
+    """The JobSet reports a status for its replicated jobs, and no active Job in any."""
+
+    def probe() -> dict[str, Any] | NotYet:
+        jobset = view.get(JOBSET, name)
+        active = active_by_replicated_job(jobset)
+        return jobset if active and not any(active.values()) else NotYet(f"active Jobs: {active}")
+
+    return view.wait(f"JobSet {name} to report no active Job", probe)

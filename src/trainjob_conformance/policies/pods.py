@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from kubernetes import watch
 
 from trainjob_conformance.cluster.hold import HOLD_ANNOTATION
+from trainjob_conformance.kube.errors import NotFound
 from trainjob_conformance.kube.kinds import POD
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout
 from trainjob_conformance.policies.jobsets import wait_jobset_active
@@ -78,6 +80,55 @@ def release_held_pods(view: TrainJobView, trainjob: str) -> None:
     for pod in pods_of(view, trainjob):
         body = {"metadata": {"annotations": {HOLD_ANNOTATION: None}}}
         patch_pod(view, pod["metadata"]["name"], body)
+
+
+# A finalizer the test owns: a deleted Pod that carries it stays Terminating
+# on any cluster (a kubelet and kwok alike delete it only once it is gone).
+TERMINATION_FINALIZER = "trainjob-conformance.kubeflow.org/keep-terminating"
+# Strategic merge: add or drop one finalizer, leaving the Job controller's own.
+_SMP = "application/strategic-merge-patch+json"
+
+
+def keep_terminating(view: TrainJobView, pods: list[Pod]) -> None:
+    """Once deleted, these Pods stay Terminating until `release_terminating`."""
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        body = {"metadata": {"finalizers": [TERMINATION_FINALIZER]}}
+        view.kube.patch(*POD, name=name, namespace=view.namespace, body=body, content_type=_SMP)
+        # Undone when the test ends whatever happens: the namespace could not go otherwise.
+        view.cleanup.defer(f"finalizer of Pod {name}", lambda name=name: _release(view, name))
+
+
+def _release(view: TrainJobView, name: str) -> None:
+    body = {"metadata": {"$deleteFromPrimitiveList/finalizers": [TERMINATION_FINALIZER]}}
+    with contextlib.suppress(NotFound):  # already gone: nothing holds it
+        view.kube.patch(*POD, name=name, namespace=view.namespace, body=body, content_type=_SMP)
+
+
+def release_terminating(view: TrainJobView, pods: list[Pod]) -> None:
+    for pod in pods:
+        _release(view, pod["metadata"]["name"])
+
+
+def wait_terminating(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
+    """`count` Pods deleted but still present: Terminating."""
+
+    def probe() -> list[Pod] | NotYet:
+        pods = pods_of(view, trainjob)
+        terminating = [p for p in pods if p["metadata"].get("deletionTimestamp")]
+        if len(terminating) == count:
+            return terminating
+        return NotYet(f"{len(terminating)} of {count} Pods Terminating ({_phases(pods)})")
+
+    return view.wait(f"{count} Terminating Pods of TrainJob {trainjob}", probe)
+
+
+def wait_pods_gone(view: TrainJobView, trainjob: str) -> None:
+    def probe() -> bool | NotYet:
+        pods = pods_of(view, trainjob)
+        return True if not pods else NotYet(f"Pods left: {_phases(pods)}")
+
+    view.wait(f"the Pods of TrainJob {trainjob} to be gone", probe)
 
 
 def wait_running(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from trainjob_conformance.kube.kinds import WORKLOAD
 from trainjob_conformance.kube.waits import NotYet
-from trainjob_conformance.policies.view import TrainJobView
+from trainjob_conformance.policies.view import TrainJobView, condition
 
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 
@@ -34,3 +34,23 @@ def wait_workload(view: TrainJobView, trainjob: str) -> dict[str, Any]:
 def wait_admitted(view: TrainJobView, trainjob: str) -> dict[str, Any]:
     name = wait_workload(view, trainjob)["metadata"]["name"]
     return view.wait_for_condition(WORKLOAD, name, "Admitted")
+
+
+def wait_pending_for_quota(view: TrainJobView, trainjob: str) -> dict[str, Any]:
+    """The TrainJob's Workload, once Kueue says it has no quota for it (QuotaReserved False)."""
+
+    def probe() -> dict[str, Any] | NotYet:
+        found = workloads_of(view, trainjob)
+        if not found:
+            return NotYet("no Workload")
+        reserved = condition(found[0], "QuotaReserved")
+        if reserved.get("status") == "True":
+            # Decided the other way: say so now rather than time out later.
+            raise AssertionError(
+                f"Kueue reserved quota for TrainJob {trainjob}: {reserved.get('message', '')}"
+            )
+        if reserved.get("status") == "False":
+            return found[0]
+        return NotYet(f"QuotaReserved: {reserved or 'not reported'}")
+
+    return view.wait(f"the Workload of TrainJob {trainjob} to be pending for quota", probe)
