@@ -209,3 +209,75 @@ def test_down_with_a_damaged_state_and_no_ledger_is_one_line(
     (tmp_path / "state.json").write_bytes(content)
     assert main(["down", "--run-dir", str(tmp_path)]) == 2
     assert "holds no cluster of trainjob-conformance" in one_line(capsys)
+
+
+def _a_report_directory(path: Path) -> Path:
+    from trainjob_conformance.report.model import RunReport
+
+    RunReport("latest", "embedded", {}, "2026-11-20T02:00:00Z", 1.0, 1.0).write(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "report directory {bad} does not exist; pass directories written by"),
+        ({}, "no trainjob-conformance results at {bad} (expected DIR/<profile>.json)"),
+        ({"latest.json": "{not json"}, "{bad}/latest.json is not a trainjob-conformance result"),
+        ({"latest.json": '{"format": 99, "results": []}'}, "format 99"),
+        ({"latest.json": '{"format": 2}'}, "unexpected content"),
+    ],
+)
+def test_history_of_a_bad_report_directory_is_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: dict[str, str] | None,
+    expected: str,
+) -> None:
+    good = _a_report_directory(tmp_path / "good")
+    bad = tmp_path / "bad"
+    if content is not None:
+        bad.mkdir()
+        for name, text in content.items():
+            (bad / name).write_text(text)
+    output = tmp_path / "history.html"
+    assert main(["history", str(good), str(bad), "--output", str(output)]) == 2
+    assert expected.format(bad=bad) in one_line(capsys)
+    assert not output.exists()
+
+
+def test_history_of_the_same_directory_twice_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _a_report_directory(tmp_path / "night")
+    monkeypatch.chdir(tmp_path)
+    assert main(["history", "night", str(tmp_path / "night")]) == 2
+    assert f"{tmp_path / 'night'} is given twice (also as night)" in one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("adir", "--output {tmp}/adir is a directory; give a file"),
+        (
+            "afile/history.html",
+            "--output {tmp}/afile/history.html cannot be written: {tmp}/afile is a file",
+        ),
+        ("h" * 300 + ".html", "cannot be written (File name too long); choose another path"),
+    ],
+)
+def test_history_to_a_bad_output_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str, expected: str
+) -> None:
+    night = _a_report_directory(tmp_path / "night")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("")
+    assert main(["history", str(night), "--output", str(tmp_path / output)]) == 2
+    assert expected.format(tmp=tmp_path) in one_line(capsys)
+
+
+def test_history_of_a_name_too_long_to_look_up_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["history", str(tmp_path / ("n" * 300))]) == 2
+    assert "cannot be read (File name too long)" in one_line(capsys)

@@ -248,6 +248,14 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return diff.exit_code
 
 
+def _cmd_history(args: argparse.Namespace) -> int:
+    from trainjob_conformance.report.history import write_history
+
+    page, history = write_history([Path(d) for d in args.directories], Path(args.output))
+    print(f"{page}: {len(history.rows)} policies x {len(history.runs)} runs")
+    return 0
+
+
 def _worker_count(text: str) -> int:
     try:
         count = int(text)
@@ -392,6 +400,17 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("old", help="earlier result JSON or report directory")
     diff.add_argument("new", help="later result JSON or report directory")
     diff.set_defaults(func=_cmd_diff)
+
+    history = sub.add_parser(
+        "history", help="one HTML page of many runs: policies x runs in time order, with trends"
+    )
+    history.add_argument(
+        "directories", nargs="+", metavar="DIR", help="report directories (`run`/`matrix --report`)"
+    )
+    history.add_argument(
+        "--output", default="history.html", help="the page to write (default: %(default)s)"
+    )
+    history.set_defaults(func=_cmd_history)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,8 @@ NOT_APPLICABLE = "not-applicable"
 SKIPPED = "skipped"  # not run, for a reason of the harness or cluster, not the catalog
 ERROR = "ERROR"  # the stack broke (a component died, the cluster never started): no verdict
 RESULTS = (PASS, FAIL, KNOWN_GAP, GAP_CLOSED, NOT_APPLICABLE, SKIPPED, ERROR)
+# Worst first: a policy with several tests (parametrized) shows the worst of them.
+SEVERITY = (ERROR, FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP, PASS, NOT_APPLICABLE)
 # 2: ERROR results, `interrupted` and `stack_errors`. Format 1 files still read.
 FORMAT_VERSION = 2
 _READABLE_FORMATS = (1, 2)
@@ -81,6 +84,11 @@ class RunReport:
         if unknown:
             raise refuse(f"unknown result word(s) {', '.join(map(repr, unknown))}")
         return report
+
+
+def worst_result(words: Iterable[str]) -> str:
+    """The worst of several result words (see SEVERITY)."""
+    return min(words, key=SEVERITY.index)
 
 
 def read_reports(path: Path) -> list[RunReport]:

@@ -15,6 +15,7 @@ from trainjob_conformance.report.model import (
     SKIPPED,
     PolicyResult,
     RunReport,
+    worst_result,
 )
 
 _SYMBOL = {
@@ -41,8 +42,7 @@ def _cell(results: list[PolicyResult]) -> str:
     """One policy on one profile; a parametrized policy is the worst of its tests."""
     if not results:
         return ""
-    order = [ERROR, FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP, PASS, NOT_APPLICABLE]
-    return min((r.result for r in results), key=order.index)
+    return worst_result(r.result for r in results)
 
 
 def _rows(reports: list[RunReport]) -> list[tuple[str, str, dict[str, list[PolicyResult]]]]:
