@@ -281,3 +281,58 @@ def test_history_of_a_name_too_long_to_look_up_is_one_line(
 ) -> None:
     assert main(["history", str(tmp_path / ("n" * 300))]) == 2
     assert "cannot be read (File name too long)" in one_line(capsys)
+
+
+GOOD_POLICY = """
+ADM-001:
+  title: t
+  statement: s
+  source: src
+  trainer: ">=2.0.0"
+"""
+
+
+def _pack(root: Path, catalog: str | None = GOOD_POLICY, meta: str | None = None) -> Path:
+    root.mkdir(parents=True)
+    if catalog is not None:
+        (root / "policies.yaml").write_text(catalog)
+    if meta is not None:
+        (root / "pack.yaml").write_text(meta)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda p: p / "absent", "is not a directory"),
+        (lambda p: _pack(p / "empty", catalog=None), "has no policies.yaml"),
+        (lambda p: _pack(p / "broken", catalog="ADM-001: ["), "is not valid YAML at line 1"),
+        (lambda p: _pack(p / "dup", catalog=GOOD_POLICY * 2), "'ADM-001' is given twice"),
+        (
+            lambda p: _pack(p / "range", catalog=GOOD_POLICY.replace(">=2.0.0", "two")),
+            "bad version range clause 'two'",
+        ),
+        (lambda p: _pack(p / "Bad_Name"), "name 'Bad_Name' must be lower-case"),
+        (
+            lambda p: _pack(p / "slash", catalog=GOOD_POLICY.replace("ADM-001", "a/ADM-001")),
+            "must not contain '/'",
+        ),
+    ],
+)
+def test_a_bad_policy_pack_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make, expected: str
+) -> None:
+    pack = make(tmp_path)
+    code = main(["run", "--pack", str(pack), "--report", str(tmp_path / "r")])
+    assert code == 2
+    assert expected in one_line(capsys)
+
+
+def test_two_packs_of_one_name_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = _pack(tmp_path / "a", meta="name: same")
+    second = _pack(tmp_path / "b", meta="name: same")
+    code = main(["run", "--pack", str(first), "--pack", str(second), "--report", str(tmp_path)])
+    assert code == 2
+    assert "two policy packs are named 'same'" in one_line(capsys)

@@ -165,6 +165,7 @@ def _pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
     ]
     if args.kubeconfig:
         command.append(f"--trainjob-kubeconfig={Path(args.kubeconfig).resolve()}")
+    command += [f"--trainjob-pack={Path(pack).resolve()}" for pack in args.pack]
     if args.report:
         report = Path(args.report).resolve()
         command += [f"--trainjob-report={report}", f"--junitxml={report / f'{profile}-junit.xml'}"]
@@ -193,8 +194,11 @@ def _check_cluster_args(args: argparse.Namespace) -> None:
 
 
 def _check_run_args(args: argparse.Namespace) -> None:
+    from trainjob_conformance.policies.packs import load_packs
+
     _check_suite_present()
     _check_cluster_args(args)
+    load_packs([Path(pack) for pack in args.pack])
     if args.report:
         _check_writable(Path(args.report), "the report directory")
     if args.cluster == "embedded":
@@ -367,6 +371,14 @@ def build_parser() -> argparse.ArgumentParser:
             "--report",
             default="reports",
             help="directory for results, JUnit XML, diagnostics and the report (default: %(default)s)",
+        )
+        p.add_argument(
+            "--pack",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="a policy pack (policies.yaml, templates/, tests) to run with the "
+            "project's policies; repeatable",
         )
         p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
 

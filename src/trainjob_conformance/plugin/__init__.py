@@ -13,6 +13,7 @@ import inspect
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.interrupts import ignore_interrupts, raise_interrupt_on_termination
 from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.plugin import results
+from trainjob_conformance.plugin.fixtures import training_runtime  # noqa: F401  (a fixture)
 from trainjob_conformance.plugin.options import (
     Settings,
     add_options,
@@ -35,6 +37,7 @@ from trainjob_conformance.plugin.results import PolicyResults
 from trainjob_conformance.plugin.session import ClusterSession, run_includes_e2e
 from trainjob_conformance.plugin.verdicts import PolicyContext, judge
 from trainjob_conformance.policies.catalog import Outcome, Policy, load_catalog
+from trainjob_conformance.policies.packs import Pack, load_packs, merged_catalog, pack_of
 from trainjob_conformance.policies.view import TrainJobView
 from trainjob_conformance.render.overrides import detect_shape
 from trainjob_conformance.render.templates import TemplateSet
@@ -44,6 +47,7 @@ _SESSION_KEY = pytest.StashKey[ClusterSession]()
 _SETTINGS_KEY = pytest.StashKey[Settings]()
 _CATALOG_KEY = pytest.StashKey[dict[str, Policy]]()
 _CONTEXT_KEY = pytest.StashKey[PolicyContext]()
+_PACKS_KEY = pytest.StashKey[list[Pack]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,9 +63,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     try:
         settings = read_settings(config)
+        packs = load_packs(list(settings.packs))
     except ConformanceError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[_SETTINGS_KEY] = settings
+    config.stash[_PACKS_KEY] = packs
+    # A pack's tests live outside this repository: collect them with the rest.
+    given = {Path(arg.split("::")[0]).resolve() for arg in config.args}
+    config.args.extend(str(pack.root) for pack in packs if pack.root not in given)
     worker_input = getattr(config, "workerinput", None) if is_xdist_worker(config) else None
     session = ClusterSession(settings, worker_input)
     config.stash[_SESSION_KEY] = session
@@ -80,7 +89,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     owner = config.stash[_SESSION_KEY]
     distributed = getattr(config.option, "numprocesses", None) and not owner.is_worker
-    if distributed and run_includes_e2e(list(config.args)):
+    if distributed and (run_includes_e2e(list(config.args)) or config.stash[_PACKS_KEY]):
         # The controller starts the cluster before the workers exist; a
         # failure is handed to them and reported as ERROR by every test.
         with contextlib.suppress(ConformanceError):
@@ -179,8 +188,13 @@ def trainjob_namespace(
 
 def _catalog(config: pytest.Config) -> dict[str, Policy]:
     if _CATALOG_KEY not in config.stash:
-        config.stash[_CATALOG_KEY] = load_catalog(config.stash[_SETTINGS_KEY].catalog)
+        project = load_catalog(config.stash[_SETTINGS_KEY].catalog)
+        config.stash[_CATALOG_KEY] = merged_catalog(project, config.stash[_PACKS_KEY])
     return config.stash[_CATALOG_KEY]
+
+
+def _pack(item: pytest.Item) -> Pack | None:
+    return pack_of(Path(item.path), item.config.stash[_PACKS_KEY])
 
 
 def _policy_id(item: pytest.Item) -> str | None:
@@ -189,7 +203,9 @@ def _policy_id(item: pytest.Item) -> str | None:
         return None
     if len(marker.args) != 1 or not isinstance(marker.args[0], str):
         raise pytest.UsageError(f'{item.nodeid}: use @pytest.mark.policy("ID") with one ID')
-    return str(marker.args[0])
+    pack = _pack(item)
+    # A pack's tests name their policies as the pack's catalog does.
+    return pack.full_id(marker.args[0]) if pack else str(marker.args[0])
 
 
 def _states_holds(item: pytest.Item) -> bool:
@@ -256,10 +272,25 @@ def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def trainjob_templates(trainjob_cluster: ClusterHandle, pytestconfig: pytest.Config) -> TemplateSet:
-    """The Jinja templates, rendering pod overrides in the installed Trainer's field."""
+def _trainjob_project_templates(
+    trainjob_cluster: ClusterHandle, pytestconfig: pytest.Config
+) -> TemplateSet:
     shape = detect_shape(trainjob_spec_properties(trainjob_cluster.kube))
     return TemplateSet(pytestconfig.stash[_SETTINGS_KEY].templates, shape)
+
+
+@pytest.fixture
+def trainjob_templates(
+    request: pytest.FixtureRequest, _trainjob_project_templates: TemplateSet
+) -> TemplateSet:
+    """The Jinja templates, rendering pod overrides in the installed Trainer's field.
+
+    A policy pack's test gets its pack's templates first, then the project's.
+    """
+    pack = _pack(request.node)
+    if pack is None or pack.templates is None:
+        return _trainjob_project_templates
+    return _trainjob_project_templates.with_first(pack.templates)
 
 
 @pytest.fixture

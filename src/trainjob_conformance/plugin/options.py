@@ -62,6 +62,15 @@ def add_options(parser: pytest.Parser) -> None:
         help="template directory (default: <rootdir>/templates)",
     )
     group.addoption(
+        "--trainjob-pack",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a policy pack to run with the project's policies: a directory with "
+        "policies.yaml, templates/ and test files (repeatable)",
+    )
+    group.addoption(
         "--trainjob-report",
         type=Path,
         default=None,
@@ -90,6 +99,7 @@ class Settings:
     catalog: Path
     templates: Path
     report_dir: Path | None
+    packs: tuple[Path, ...] = ()
 
     @property
     def profile(self) -> str:
@@ -132,4 +142,5 @@ def read_settings(config: pytest.Config) -> Settings:
         ),
         templates=Path(config.getoption("--trainjob-templates") or config.rootpath / "templates"),
         report_dir=Path(report).resolve() if report else None,
+        packs=tuple(Path(p) for p in config.getoption("--trainjob-pack") or ()),
     )

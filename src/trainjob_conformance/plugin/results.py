@@ -124,12 +124,14 @@ class PolicyResults:
             terminalreporter.write_line(f"cluster: {owner.handle.provider}; {versions}")
         if owner.startup_seconds is not None:
             terminalreporter.write_line(f"cluster start: {owner.startup_seconds:.1f}s")
+        # A pack's namespaced IDs are longer than the project's.
+        width = max([14, *(len(row.policy) for row in self.rows)])
         for row in sorted(self.rows, key=lambda r: (r.policy, r.test)):
             terminalreporter.write_line(
-                f"{row.policy:14} {row.result:15} {row.seconds:7.1f}s  {row.test}"
+                f"{row.policy:{width}} {row.result:15} {row.seconds:7.1f}s  {row.test}"
             )
             if row.result == "ERROR":
-                terminalreporter.write_line(f"{'':14} {row.reason}")
+                terminalreporter.write_line(f"{'':{width}} {row.reason}")
         if self.interrupted:
             terminalreporter.write_line(
                 "interrupted: policies that did not run are absent from the report"

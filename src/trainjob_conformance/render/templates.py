@@ -50,15 +50,21 @@ def _type_ok(value: Any, type_name: str) -> bool:
 
 
 class TemplateSet:
-    """The templates of one directory, rendered for one override shape."""
+    """The templates of one or more directories, rendered for one override shape.
 
-    def __init__(self, directory: Path, shape: OverrideShape | None = None) -> None:
-        if not directory.is_dir():
-            raise ConformanceError(f"template directory {directory} does not exist")
-        self.directory = directory
+    With several directories, a template is taken from the first that has it:
+    a policy pack's own templates come before the project's.
+    """
+
+    def __init__(self, directory: Path | tuple[Path, ...], shape: OverrideShape | None = None):
+        self.directories = directory if isinstance(directory, tuple) else (directory,)
+        for path in self.directories:
+            if not path.is_dir():
+                raise ConformanceError(f"template directory {path} does not exist")
+        self.directory = self.directories[0]
         self.shape = shape
         self._env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(directory)),
+            loader=jinja2.FileSystemLoader([str(path) for path in self.directories]),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
             autoescape=False,  # YAML, not HTML
@@ -73,15 +79,25 @@ class TemplateSet:
             annotations_dir=ANNOTATIONS_DIR,
         )
 
+    def with_first(self, directory: Path) -> TemplateSet:
+        """These templates, with `directory`'s taken first."""
+        return TemplateSet((directory, *self.directories), self.shape)
+
     def names(self) -> list[str]:
-        return sorted(p.name.removesuffix(".yaml.j2") for p in self.directory.glob("*.yaml.j2"))
+        return sorted(
+            {p.name.removesuffix(".yaml.j2") for d in self.directories for p in d.glob("*.yaml.j2")}
+        )
+
+    def _where(self) -> str:
+        return ", ".join(str(path) for path in self.directories)
 
     def parameters(self, name: str) -> dict[str, Parameter]:
-        sidecar = self.directory / f"{name}.params.yaml"
-        if not (self.directory / f"{name}.yaml.j2").is_file():
+        found = [d for d in self.directories if (d / f"{name}.yaml.j2").is_file()]
+        if not found:
             raise ConformanceError(
-                f"no template {name!r} in {self.directory}; there are: {', '.join(self.names())}"
+                f"no template {name!r} in {self._where()}; there are: {', '.join(self.names())}"
             )
+        sidecar = found[0] / f"{name}.params.yaml"
         if not sidecar.is_file():
             raise ConformanceError(f"template {name!r} has no parameter file {sidecar.name}")
         raw = yaml.safe_load(sidecar.read_text()) or {}
@@ -138,7 +154,7 @@ class TemplateSet:
             return self._env.get_template(f"{name}.yaml.j2").render(**context)
         except jinja2.TemplateNotFound as error:
             raise ConformanceError(
-                f"no template {name!r} in {self.directory}; there are: {', '.join(self.names())}"
+                f"no template {name!r} in {self._where()}; there are: {', '.join(self.names())}"
             ) from error
         except jinja2.UndefinedError as error:
             raise ConformanceError(f"template {name!r}: {error.message}") from error
