@@ -104,8 +104,8 @@ def test_cluster_is_created_with_the_profile_node_image_and_a_private_kubeconfig
     lines = record.read_text().splitlines()
     kubeconfig = tmp_path / "run" / "kind-kubeconfig.yaml"
     assert (
-        f"kind create cluster --name=tjc-latest --kubeconfig={kubeconfig} --image=kindest/node:v1.36.2"
-        in lines
+        f"kind create cluster --name=tjc-latest --kubeconfig={kubeconfig} "
+        f"--image=kindest/node:{load_profile('latest').version('kubernetes')}" in lines
     )
     kubectl_lines = [line for line in lines if line.startswith("kubectl ")]
     assert len(kubectl_lines) == 7

@@ -23,6 +23,8 @@ from trainjob_conformance.paths import CACHE_ENV, cache_root
 from trainjob_conformance.stack.profiles import (
     DEFAULT_PROFILE,
     PROFILE_ENV,
+    Profile,
+    compose_profile,
     load_profile,
     profile_names,
 )
@@ -216,7 +218,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     from trainjob_conformance.report.model import read_reports
     from trainjob_conformance.report.render import write_reports
 
-    profiles = _profile_list(args.profiles)
+    profiles = _profile_list(args.profiles, args)
     _check_run_args(args)
     worst = 0
     for name in profiles:
@@ -273,28 +275,71 @@ def _worker_count(text: str) -> int:
 def _profile_arg(args: argparse.Namespace) -> str:
     """--profile, else $TRAINJOB_PROFILE, else the default; checked, in one line."""
     name = args.profile or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
+    source = "--profile" if args.profile else PROFILE_ENV
     try:
-        load_profile(name)
+        profile = load_profile(name)
     except ConformanceError as error:
-        source = "--profile" if args.profile else PROFILE_ENV
         raise ConformanceError(f"{source}: {error}") from None
-    return name
+    return _composed(args, profile, source)
 
 
-def _profile_list(text: str | None) -> list[str]:
-    if text is None:
-        return profile_names()
-    names = [name.strip() for name in text.split(",")]
+# --- composed profiles (--with component=version) ---
+def _composed(args: argparse.Namespace, profile: Profile, source: str) -> str:
+    """The profile with --with applied; every release it asks for checked on the proxy."""
+    from trainjob_conformance.stack.goproxy import require_overrides
+
+    overrides = getattr(args, "with_", None) or []
+    if overrides and getattr(args, "cluster", "embedded") == "existing":
+        raise ConformanceError(
+            "--with composes a profile to build; an existing cluster runs what is installed "
+            "on it: drop --with"
+        )
+    try:
+        profile = compose_profile(profile, overrides)
+    except ConformanceError as error:
+        raise ConformanceError(f"{'--with' if overrides else source}: {error}") from None
+    require_overrides(profile)
+    return profile.name
+
+
+def _with_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--with",
+        dest="with_",
+        action="append",
+        default=[],
+        metavar="COMPONENT=VERSION",
+        help=f"run {what} with this component at another release, e.g. kueue=v0.16.6 "
+        "(repeatable; the profile is then named e.g. latest+kueue=v0.16.6)",
+    )
+
+
+def _cmd_outdated(args: argparse.Namespace) -> int:
+    from trainjob_conformance.stack import outdated
+    from trainjob_conformance.stack.goproxy import proxy_url
+
+    rows = outdated.drift(load_profile(name) for name in _profile_list(args.profiles))
+    print("\n".join(outdated.table(rows)))
+    print(outdated.summary(rows, proxy_url()))
+    return 1 if args.exit_code and any(row.outdated for row in rows) else 0
+
+
+# --- end of composed profiles ---
+
+
+def _profile_list(text: str | None, args: argparse.Namespace | None = None) -> list[str]:
+    names = profile_names() if text is None else [name.strip() for name in text.split(",")]
     if not any(names) or not all(names):
         raise ConformanceError(
             f"--profiles {text!r} names no profile; give a comma-separated list of: "
             f"{', '.join(profile_names())}"
         )
+    profiles = [load_profile(name) for name in names]
+    if args is not None:
+        names = [_composed(args, profile, "--profiles") for profile in profiles]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ConformanceError(f"--profiles names {', '.join(duplicates)} more than once")
-    for name in names:
-        load_profile(name)
     return names
 
 
@@ -329,10 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build", help="build (or reuse) the binaries of a profile")
     with_profile(build)
+    _with_option(build, "the build")
     build.set_defaults(func=_cmd_build)
 
     up = sub.add_parser("up", help="bring an embedded cluster up and leave it running")
     with_profile(up)
+    _with_option(up, "the cluster")
     up.add_argument("--run-dir", help="where state and logs go (default: .runs/up-<time>)")
     up.set_defaults(func=_cmd_up)
 
@@ -384,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the conformance suite on one profile")
     with_profile(run)
+    _with_option(run, "the suite")
     with_cluster(run)
     run.set_defaults(func=_cmd_run)
 
@@ -393,8 +441,27 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument(
         "--profiles", help=f"comma-separated (default: all of {', '.join(profile_names())})"
     )
+    _with_option(matrix, "every profile")
     with_cluster(matrix)
     matrix.set_defaults(func=_cmd_matrix)
+
+    outdated = sub.add_parser(
+        "outdated",
+        help="newer releases of every pinned component, from the Go module proxy",
+        description="Asks the Go module proxy (GOPROXY) for the releases of each pinned "
+        "component and prints, per profile, the newest patch of the pinned minor and the "
+        "newest release (pre-releases left out). Exit codes: 0; with --exit-code, 1 when a "
+        "pin has a newer release; 2 when the proxy cannot be reached or the input is bad.",
+    )
+    outdated.add_argument(
+        "--profiles", help=f"comma-separated (default: all of {', '.join(profile_names())})"
+    )
+    outdated.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when a pin has a newer release (for a job that should turn red)",
+    )
+    outdated.set_defaults(func=_cmd_outdated)
 
     report = sub.add_parser("report", help="render Markdown and HTML from result files")
     report.add_argument("results", help="a result JSON or a report directory")

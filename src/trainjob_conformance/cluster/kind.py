@@ -10,6 +10,7 @@ real API server. Needs Docker, kind, kubectl and the image registries.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -89,7 +90,9 @@ class KindStackCluster:
         self.install_steps = install_steps
         self.profile = profile
         self.run_dir = run_dir
-        self.name = f"tjc-{profile.name.replace('.', '-')}"
+        # kind takes lower-case letters, digits and dashes: a composed profile
+        # (latest+kueue=v0.16.6) becomes tjc-latest-kueue-v0-16-6.
+        self.name = "tjc-" + re.sub(r"[^a-z0-9]+", "-", profile.name.lower()).strip("-")
         self.kind_bin = _executable(
             kind_bin or os.environ.get("KIND"),
             "kind",

@@ -29,7 +29,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(
         "--trainjob-profile",
         default=None,
-        help=f"pinned upstream version set (default: ${PROFILE_ENV} or {DEFAULT_PROFILE})",
+        help="pinned upstream version set, or one composed from it with other releases, "
+        f"e.g. latest+kueue=v0.16.6 (default: ${PROFILE_ENV} or {DEFAULT_PROFILE})",
     )
     group.addoption(
         "--trainjob-kubeconfig",

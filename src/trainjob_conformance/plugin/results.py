@@ -20,6 +20,7 @@ from trainjob_conformance.report.model import (
     read_reports,
 )
 from trainjob_conformance.report.render import write_reports
+from trainjob_conformance.stack.compose import describe
 
 # user_properties a policy test's report carries (set in the plugin's makereport).
 POLICY = "policy"
@@ -121,6 +122,8 @@ class PolicyResults:
             terminalreporter.write_line(f"the cluster did not start: {owner.start_error}")
         if owner.handle is not None:
             versions = ", ".join(f"{k} {v}" for k, v in owner.handle.versions.items())
+            composed = describe(self.profile)
+            versions += f" ({composed})" if composed else ""
             terminalreporter.write_line(f"cluster: {owner.handle.provider}; {versions}")
         if owner.startup_seconds is not None:
             terminalreporter.write_line(f"cluster start: {owner.startup_seconds:.1f}s")

@@ -31,6 +31,7 @@ from trainjob_conformance.report.model import (
     read_reports,
     worst_result,
 )
+from trainjob_conformance.stack.compose import describe
 
 ABSENT = "absent"  # the run has no result for the policy
 # Durations of these results are the policy's own work; skipped and
@@ -221,6 +222,7 @@ def _run_tooltip(run: Run) -> str:
     report = run.report
     lines = [
         f"{report.profile} on {report.provider}, started {report.started or 'at an unknown time'}",
+        describe(report.profile),
         f"report directory: {run.source}",
         f"wall time {_seconds(report.wall_seconds)}"
         + (

@@ -17,6 +17,7 @@ from trainjob_conformance.report.model import (
     RunReport,
     worst_result,
 )
+from trainjob_conformance.stack.compose import describe
 
 _SYMBOL = {
     PASS: "pass",
@@ -71,11 +72,18 @@ def _totals(report: RunReport) -> str:
     return ", ".join(f"{counts[k]} {_SYMBOL[k]}" for k in _SYMBOL if k in counts)
 
 
+def _versions(report: RunReport) -> str:
+    """The versions that ran, and for a composed profile what it was composed from."""
+    versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
+    composed = describe(report.profile)
+    return f"{versions}; {composed}" if composed else versions
+
+
 def markdown(reports: list[RunReport]) -> str:
     profiles = [r.profile for r in reports]
     lines = ["# TrainJob conformance", ""]
     for report in reports:
-        versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
+        versions = _versions(report)
         lines.append(
             f"- **{report.profile}** ({report.provider}, {report.started}, "
             f"{report.wall_seconds:.0f}s): {versions}. {_totals(report)}"
@@ -112,7 +120,7 @@ def html_page(reports: list[RunReport]) -> str:
         f"<style>{_STYLE}</style></head><body><h1>TrainJob conformance</h1><ul>",
     ]
     for report in reports:
-        versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
+        versions = _versions(report)
         parts.append(
             f"<li><b>{esc(report.profile)}</b> ({esc(report.provider)}, {esc(report.started)}, "
             f"{report.wall_seconds:.0f}s): {esc(versions)}. {esc(_totals(report))}</li>"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.stack import compose
 
 # The environment variable that names the profile when no option does.
 PROFILE_ENV = "TRAINJOB_PROFILE"
@@ -19,6 +21,10 @@ class Profile:
     name: str
     description: str
     versions: dict[str, str]
+    # A composed profile (`latest+kueue=v0.16.6`): the profile it is derived
+    # from and the components it sets to other releases.
+    base: str = ""
+    overrides: dict[str, str] = field(default_factory=dict)
 
     def version(self, component: str) -> str:
         return self.versions[component]
@@ -42,9 +48,27 @@ def profile_names() -> list[str]:
 
 
 def load_profile(name: str) -> Profile:
+    """A pinned profile, or a composed one from its name (`latest+kueue=v0.16.6`)."""
     profiles = _load_all()
-    if name not in profiles:
+    base, overrides = compose.split_name(name)
+    if base not in profiles:
         raise ConformanceError(
-            f"unknown profile {name!r}; choose one of: {', '.join(sorted(profiles))}"
+            f"unknown profile {base!r}; choose one of: {', '.join(sorted(profiles))}"
         )
-    return profiles[name]
+    return compose_profile(profiles[base], overrides)
+
+
+def compose_profile(profile: Profile, overrides: Sequence[str]) -> Profile:
+    """`profile` with each `component=vX.Y.Z` of `overrides`; bad ones refused in one line."""
+    if not overrides:
+        return profile
+    base = _load_all()[profile.base or profile.name]
+    changed = compose.parse_overrides(overrides, already=profile.overrides, pins=base.versions)
+    summary = ", ".join(f"{k} {v}" for k, v in changed.items())
+    return Profile(
+        name=compose.composed_name(base.name, changed),
+        description=f"{base.name} with {summary}",
+        versions={**base.versions, **changed},
+        base=base.name,
+        overrides=changed,
+    )
