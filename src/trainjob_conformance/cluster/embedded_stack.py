@@ -22,6 +22,7 @@ from trainjob_conformance.cluster.manifests import (
     load_documents,
     webhook_configurations,
 )
+from trainjob_conformance.cluster.phases import PHASES_FILE, PhaseClock
 from trainjob_conformance.cluster.ports import LOOPBACK
 from trainjob_conformance.cluster.processes import (
     RunOwnership,
@@ -72,6 +73,8 @@ class EmbeddedStackCluster:
         self.control_plane: EmbeddedControlPlane | None = None
         self.controllers: dict[str, HostController] = {}
         self.timings: dict[str, float] = {}
+        # Named phases of the start, for `bench` and for whoever reads the run directory.
+        self.phases = PhaseClock()
         self.owner: RunOwnership | None = None
         self.watch: StackWatch | None = None
 
@@ -85,7 +88,8 @@ class EmbeddedStackCluster:
     def _up(self) -> ClusterHandle:
         register_cleanup(self.down)
         started = time.monotonic()
-        binaries = build_profile(self.profile)
+        with self.phases.phase("build"):
+            binaries = build_profile(self.profile)
         self._timed("build", started)
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -95,8 +99,10 @@ class EmbeddedStackCluster:
         say(f"run directory {self.run_dir}")
         mark = time.monotonic()
         self.control_plane = EmbeddedControlPlane(self.profile, binaries, self.run_dir)
-        kubeconfig = self.control_plane.up()
-        self.control_plane.add_nodes(self.node_labels)
+        with self.phases.phase("control plane"):
+            kubeconfig = self.control_plane.up()
+        with self.phases.phase("nodes Ready"):
+            self.control_plane.add_nodes(self.node_labels)
         self._timed("control_plane", mark)
 
         mark = time.monotonic()
@@ -104,6 +110,8 @@ class EmbeddedStackCluster:
             self._install_stack(binaries, kubeconfig)
         self._timed("stack", mark)
         self._timed("total", started)
+        self.phases.record("total", 0.0)
+        self.phases.write(self.run_dir / PHASES_FILE)
         self.watch = StackWatch(
             self.run_dir / HEALTH_FILE, self._watch_probes(), interval=_WATCH_INTERVAL
         ).start()
@@ -129,43 +137,57 @@ class EmbeddedStackCluster:
         ca = CertificateAuthority(self.run_dir / "pki")
         sources = {name: module_source(name, self.profile.version(name)) for name in _CONTROLLERS}
         ports = {name: Ports.pick() for name in _CONTROLLERS}
-        for namespace in _NAMESPACES:
-            kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        clock = self.phases
+        with clock.phase("namespaces"):
+            for namespace in _NAMESPACES:
+                kube.apply(
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                )
 
         # CRDs before the managers: each indexes its kinds at start and exits without them.
         crd_names = []
-        for name in _CONTROLLERS:
-            for crd in crds(sources[name], name, ports[name].webhook, ca.ca_pem):
-                kube.apply(crd)
-                crd_names.append(crd["metadata"]["name"])
-        wait_for(
-            f"{len(crd_names)} CRDs to be Established",
-            lambda: all(_established(kube, crd) for crd in crd_names),
-            timeout=60,
-            retry_on=(ApiError,),
-        )
+        with clock.phase("CRDs applied"):
+            for name in _CONTROLLERS:
+                for crd in crds(sources[name], name, ports[name].webhook, ca.ca_pem):
+                    kube.apply(crd)
+                    crd_names.append(crd["metadata"]["name"])
+        with clock.phase("CRDs Established"):
+            wait_for(
+                f"{len(crd_names)} CRDs to be Established",
+                lambda: all(_established(kube, crd) for crd in crd_names),
+                timeout=60,
+                retry_on=(ApiError,),
+            )
 
+        launched = {}
         for name in _CONTROLLERS:
             directory = self.run_dir / name
             directory.mkdir(parents=True, exist_ok=True)
             binary = binaries[_BINARY[name]]
+            launched[name] = clock.now()
             self.controllers[name] = STARTERS[name](
                 Launch(
                     binary, kubeconfig, ca, directory, ports[name], RunOwnership.of(self.run_dir)
                 )
             )
-        for controller in self.controllers.values():
+        for name, controller in self.controllers.items():
             controller.wait_ready()
+            clock.record(f"{name} manager ready", launched[name])
 
         # Webhooks only once their servers listen: with failurePolicy Fail, an
         # earlier registration would block Jobs and Pods cluster-wide.
-        for name in _CONTROLLERS:
-            for config in webhook_configurations(
-                sources[name], name, ports[name].webhook, ca.ca_pem
-            ):
-                kube.apply(config)
-        kube.apply(_torch_runtime(sources["trainer"]))
-        wait_for_admission(kube, standard_probes(), timeout=60, log_tails=self._log_tails)
+        with clock.phase("webhooks registered"):
+            for name in _CONTROLLERS:
+                for config in webhook_configurations(
+                    sources[name], name, ports[name].webhook, ca.ca_pem
+                ):
+                    kube.apply(config)
+        with clock.phase("runtime applied"):
+            kube.apply(_torch_runtime(sources["trainer"]))
+        with clock.phase("admission probes"):
+            wait_for_admission(
+                kube, standard_probes(), timeout=60, log_tails=self._log_tails, phases=clock
+            )
 
     def _watch_probes(self) -> list[Probe]:
         probes: list[Probe] = []

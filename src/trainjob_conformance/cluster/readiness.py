@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
+from trainjob_conformance.cluster.phases import PhaseClock
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
@@ -115,10 +116,12 @@ def wait_for_admission(
     probes: list[AdmissionProbe],
     timeout: float,
     log_tails: Callable[[], str],
+    phases: PhaseClock | None = None,
 ) -> None:
     kube.apply(probe_namespace_manifest())
     for probe in probes:
         last = {"answer": ""}
+        started = phases.now() if phases else 0.0
 
         def check(probe: AdmissionProbe = probe, last: dict[str, str] = last) -> bool:
             ok, answer = _answered(kube, probe)
@@ -132,3 +135,5 @@ def wait_for_admission(
                 f"{probe.description} did not answer an admission request within {timeout:.0f}s; "
                 f"last answer: {last['answer']}\n{log_tails()}"
             ) from None
+        if phases is not None:
+            phases.record(f"admission: {probe.description}", started)

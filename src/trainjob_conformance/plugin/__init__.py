@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +25,7 @@ from trainjob_conformance.cluster.stack_watch import StackBroken
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.interrupts import ignore_interrupts, raise_interrupt_on_termination
 from trainjob_conformance.kube.namespaces import temporary_namespace
-from trainjob_conformance.plugin import results
+from trainjob_conformance.plugin import results, timeline
 from trainjob_conformance.plugin.options import (
     Settings,
     add_options,
@@ -73,6 +74,10 @@ def pytest_configure(config: pytest.Config) -> None:
         PolicyResults(config, settings, lambda: _catalog(config), session),
         "trainjob-policy-results",
     )
+    if settings.timeline is not None and not is_xdist_worker(config):
+        config.pluginmanager.register(
+            timeline.TimelineRecorder(settings.timeline), "trainjob-timeline"
+        )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -264,15 +269,21 @@ def trainjob_templates(trainjob_cluster: ClusterHandle, pytestconfig: pytest.Con
 
 @pytest.fixture
 def trainjob_view(
-    trainjob_cluster: ClusterHandle, trainjob_namespace: str, trainjob_templates: TemplateSet
+    trainjob_cluster: ClusterHandle,
+    trainjob_namespace: str,
+    trainjob_templates: TemplateSet,
+    request: pytest.FixtureRequest,
 ) -> Iterator[TrainJobView]:
     """The test's namespace, with waits that print objects, events and logs on timeout.
 
     Objects it creates outside the namespace (cluster-scoped, or on another
     cluster through `view.on(...)`) are deleted when the test ends.
     """
+    began = time.time()
     view = TrainJobView(trainjob_cluster, trainjob_namespace, trainjob_templates)
     yield view
+    if request.config.stash[_SETTINGS_KEY].timeline is not None:
+        timeline.record(request.node, view, began, time.time())
     failed = view.cleanup.run()
     if failed:
         pytest.fail(f"could not delete what the test created: {'; '.join(failed)}", pytrace=False)

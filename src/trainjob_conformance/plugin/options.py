@@ -69,6 +69,13 @@ def add_options(parser: pytest.Parser) -> None:
         "matrix as conformance.md and conformance.html",
     )
     group.addoption(
+        "--trainjob-timeline",
+        type=Path,
+        default=None,
+        help="write each policy test's wall time and the cluster's own timestamps of what it "
+        "did to this JSON file (what `trainjob-conformance bench` reads)",
+    )
+    group.addoption(
         "--trainjob-run-dir",
         type=Path,
         default=None,
@@ -90,6 +97,7 @@ class Settings:
     catalog: Path
     templates: Path
     report_dir: Path | None
+    timeline: Path | None = None
 
     @property
     def profile(self) -> str:
@@ -132,4 +140,9 @@ def read_settings(config: pytest.Config) -> Settings:
         ),
         templates=Path(config.getoption("--trainjob-templates") or config.rootpath / "templates"),
         report_dir=Path(report).resolve() if report else None,
+        timeline=_resolved(config.getoption("--trainjob-timeline")),
     )
+
+
+def _resolved(path: Path | None) -> Path | None:
+    return Path(path).resolve() if path else None
