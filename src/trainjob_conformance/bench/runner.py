@@ -11,6 +11,7 @@ Ratios are taken within one run, since the machine is shared.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -41,8 +42,8 @@ class PolicySample:
     policy: str
     result: str
     wall: float  # setup + call + teardown, less the bench's own reading of the timeline
-    intrinsic: float  # the cluster's span, from its own timestamps
-    uncertainty: float  # how far `intrinsic` may be off (whole-second timestamps)
+    intrinsic: float  # the cluster's span, from its own timestamps (whole seconds)
+    bounds: tuple[float, float]  # the least and the most that span can be
     first: str = ""
     last: str = ""
 
@@ -84,6 +85,22 @@ class BenchRun:
         wall = self.tests_wall
         return (wall - self.tests_intrinsic) / wall if wall > 0 else 0.0
 
+    @property
+    def overhead_bounds(self) -> tuple[float, float]:
+        """The overhead if every test's span were the most, and the least, it can be."""
+        wall = self.tests_wall
+        if wall <= 0:
+            return (0.0, 0.0)
+        most = sum(t.bounds[1] for t in self.tests)
+        least = sum(t.bounds[0] for t in self.tests)
+        return ((wall - most) / wall, (wall - least) / wall)
+
+    @property
+    def overhead_sigma(self) -> float:
+        """At most one standard deviation of `overhead` from whole-second stamps."""
+        wall = self.tests_wall
+        return 0.5 * math.sqrt(len(self.tests)) / wall if wall > 0 else 0.0
+
     def to_json(self) -> dict[str, Any]:
         return {
             "index": self.index,
@@ -97,6 +114,8 @@ class BenchRun:
             "tests_wall": round(self.tests_wall, 3),
             "tests_intrinsic": round(self.tests_intrinsic, 3),
             "overhead": round(self.overhead, 4),
+            "overhead_bounds": [round(b, 4) for b in self.overhead_bounds],
+            "overhead_sigma": round(self.overhead_sigma, 4),
             "tests": [
                 {**vars(t), "overhead": round(t.overhead, 4)}
                 for t in sorted(self.tests, key=lambda t: (t.policy, t.test))
@@ -120,7 +139,7 @@ def samples_from(timeline_file: Path) -> list[PolicySample]:
                 result=row.get("result", "?"),
                 wall=round(wall, 3),
                 intrinsic=float(timeline.get("intrinsic", 0.0)),
-                uncertainty=float(timeline.get("uncertainty", 0.0)),
+                bounds=tuple(timeline.get("bounds") or (0.0, 0.0)),  # type: ignore[arg-type]
                 first=((timeline.get("first") or {}).get("what")) or "",
                 last=((timeline.get("last") or {}).get("what")) or "",
             )

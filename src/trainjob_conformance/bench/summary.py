@@ -66,6 +66,8 @@ def summarize(runs: list[BenchRun], meta: dict[str, Any]) -> dict[str, Any]:
         "tests_wall": spread(r.tests_wall for r in runs),
         "tests_intrinsic": spread(r.tests_intrinsic for r in runs),
         "overhead": spread(r.overhead for r in runs),
+        "overhead_sigma": spread(r.overhead_sigma for r in runs),
+        "overhead_bounds": [r.overhead_bounds for r in runs],
         "results": [r.results for r in runs],
         "policies": {
             test: {
@@ -108,6 +110,7 @@ def table(summary: dict[str, Any]) -> str:
     for name, phase in summary["phases"].items():
         lines.append(f"| {name} | {phase['offset_median']:.1f} | {_s(phase['seconds'])} |")
     ratio = " / ".join(f"{v:.2f}x" for v in summary["start_ratio"])
+    bounds = ", ".join(f"{lo:.0%}..{hi:.0%}" for lo, hi in summary["overhead_bounds"])
     lines += [
         f"| **start / bare control plane** | | {ratio} |",
         "",
@@ -117,6 +120,9 @@ def table(summary: dict[str, Any]) -> str:
         f"| policy tests' wall time, summed | {_s(summary['tests_wall'])} s |",
         f"| cluster-intrinsic time, summed | {_s(summary['tests_intrinsic'])} s |",
         f"| **harness overhead** (wall - intrinsic) / wall | {_pct(summary['overhead'])} |",
+        f"| its standard deviation from whole-second stamps, at most | "
+        f"{_pct(summary['overhead_sigma'])} |",
+        f"| its hard bounds, run by run | {bounds} |",
         "",
         "| policy | wall (s) | intrinsic (s) | overhead |",
         "|---|---|---|---|",

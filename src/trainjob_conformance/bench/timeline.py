@@ -11,18 +11,21 @@ the rest of the wall time is the harness's overhead.
 Resolution: Kubernetes writes metav1.Time (creationTimestamp,
 lastTransitionTime, managedFields time, startedAt, ...) in whole seconds; only
 MicroTime fields (an Event's eventTime and series.lastObservedTime, a Lease's
-renewTime) carry microseconds. A whole-second stamp T stands for an instant in
-[T, T+1); the harness narrows that with its own clock where it can (the first
-object cannot predate the test's view, the last instant counted cannot follow
-the test's end: on the embedded cluster, harness and API server share one
-clock) and counts the middle of what is left. So the span of one test is off
-by at most `uncertainty` seconds (half of each interval, <= 1 s); over many
-tests those errors are independent and mostly cancel in a sum. Objects
+renewTime) carry microseconds. The estimate therefore uses every stamp at the
+resolution all share, whole seconds: intrinsic = second of the last stamp -
+second of the first creation. For one test that is off by less than 1 s either
+way (a 0.3 s test reads 0 or 1), but it is unbiased: a test starts at a random
+point within its second, so over many tests the errors cancel in a sum (the
+standard deviation of a sum of N tests is at most 0.5 * sqrt(N) s). Hard
+bounds are kept too, narrowed by the harness's own clock (the first object
+cannot predate the test's view, and nothing counted follows the test's end; on
+the embedded cluster the harness and the API server share one clock). Objects
 deleted during the test are seen only through their Events.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,24 +52,15 @@ _IGNORED_KEYS = {"lastHeartbeatTime", "lastProbeTime"}
 
 @dataclass(frozen=True)
 class Stamp:
-    """One instant the cluster recorded, as the interval it must lie in."""
+    """One instant the cluster recorded, as the interval [lo, hi] it lies in."""
 
     lo: float  # seconds since the epoch
-    hi: float  # == lo for a MicroTime; up to lo + 1 for a whole-second metav1.Time
+    hi: float  # == lo for a MicroTime; lo + 1 for a whole-second metav1.Time
     what: str  # e.g. "Pod p status.conditions[Ready].lastTransitionTime"
 
     @property
-    def at(self) -> float:
-        return (self.lo + self.hi) / 2
-
-    @property
-    def half_width(self) -> float:
-        return (self.hi - self.lo) / 2
-
-    def within(self, lo: float, hi: float) -> Stamp:
-        """Narrowed to [lo, hi] where that leaves something; else unchanged."""
-        new_lo, new_hi = max(self.lo, lo), min(self.hi, hi)
-        return Stamp(new_lo, new_hi, self.what) if new_lo <= new_hi else self
+    def second(self) -> int:
+        return math.floor(self.lo)
 
     def to_json(self) -> dict[str, Any]:
         return {"lo": self.lo, "hi": self.hi, "what": self.what}
@@ -74,34 +68,43 @@ class Stamp:
 
 @dataclass(frozen=True)
 class Timeline:
-    """The cluster's span for one test."""
+    """The cluster's span for one test that ran from `began` to `ended` (harness clock)."""
 
     first: Stamp | None  # the earliest creation of an object of the test
     last: Stamp | None  # the latest recorded instant, not after the test's end
+    began: float
+    ended: float
     stamps: int  # how many timestamps were read
     collect_seconds: float  # what reading them cost (not part of the test's wall time)
 
     @property
     def intrinsic(self) -> float:
+        """The estimate, in whole seconds (see the module's note on resolution)."""
         if self.first is None or self.last is None:
             return 0.0
-        return max(0.0, self.last.at - self.first.at)
+        return float(max(0, self.last.second - self.first.second))
 
     @property
-    def uncertainty(self) -> float:
-        """How far `intrinsic` can be off, in seconds, from whole-second stamps."""
+    def bounds(self) -> tuple[float, float]:
+        """The least and the most the span can be, given every stamp's interval."""
         if self.first is None or self.last is None:
-            return 0.0
-        return round(self.first.half_width + self.last.half_width, 3)
+            return (0.0, 0.0)
+        first_lo = max(self.first.lo, self.began)
+        first_hi = min(self.first.hi, self.ended)
+        last_hi = min(self.last.hi, self.ended)
+        return (max(0.0, self.last.lo - first_hi), max(0.0, last_hi - first_lo))
 
     def to_json(self) -> dict[str, Any]:
+        low, high = self.bounds
         return {
             "first": self.first.to_json() if self.first else None,
             "last": self.last.to_json() if self.last else None,
+            "began": round(self.began, 3),
+            "ended": round(self.ended, 3),
             "stamps": self.stamps,
             "collect_seconds": round(self.collect_seconds, 3),
-            "intrinsic": round(self.intrinsic, 3),
-            "uncertainty": self.uncertainty,
+            "intrinsic": self.intrinsic,
+            "bounds": [round(low, 3), round(high, 3)],
         }
 
 
@@ -210,10 +213,8 @@ def timeline_of(
             seen_clusters.add(id(other))
             objects.extend(namespace_objects(other, namespace))
 
-    creations = [
-        c.within(began, ended) for obj in objects if obj["kind"] != EVENT and (c := _creation(obj))
-    ]
-    first = min(creations, key=lambda s: s.at) if creations else None
+    creations = [c for obj in objects if obj["kind"] != EVENT and (c := _creation(obj))]
+    first = min(creations, key=lambda s: s.lo) if creations else None
     count = 0
     last: Stamp | None = None
     for obj in objects:
@@ -221,7 +222,6 @@ def timeline_of(
             count += 1
             if stamp.lo > ended:
                 continue  # after the test had finished: not something it waited for
-            narrowed = stamp.within(began, ended)
-            if last is None or narrowed.at > last.at:
-                last = narrowed
-    return Timeline(first, last, count, time.monotonic() - reading)
+            if last is None or (stamp.second, stamp.lo) > (last.second, last.lo):
+                last = stamp
+    return Timeline(first, last, began, ended, count, time.monotonic() - reading)
