@@ -199,3 +199,56 @@ def test_bench_outside_the_checkout_is_one_line(
     assert main(["bench"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "no conformance suite in" in line
+
+
+STAND_IN = """
+import pytest
+from pathlib import Path
+from trainjob_conformance.cluster.handle import ClusterHandle
+
+@pytest.fixture(scope="session")
+def trainjob_cluster():
+    return ClusterHandle(provider="stand-in", kubeconfig=Path("/nonexistent"),
+                         versions={"trainer": "v2.3.0"})
+"""
+CATALOG = """
+TJ-X-001:
+  title: t
+  statement: s
+  source: src
+  trainer: ">=2.0.0"
+"""
+
+
+def test_the_plugin_records_each_policy_test_s_durations(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", policies=CATALOG)
+    pytester.makeconftest(STAND_IN)
+    pytester.makepyfile(
+        """
+import pytest
+@pytest.mark.policy("TJ-X-001")
+def test_policy():
+    pass
+
+def test_not_a_policy():
+    pass
+"""
+    )
+    result = pytester.runpytest(
+        "--trainjob-catalog=policies.yaml", "--trainjob-timeline=out/timeline.json"
+    )
+    result.assert_outcomes(passed=2)
+    (row,) = json.loads((pytester.path / "out" / "timeline.json").read_text())["tests"]
+    assert row["policy"] == "TJ-X-001" and row["result"] == "pass"
+    assert {"setup", "call", "teardown"} <= set(row)
+
+
+def test_a_timeline_among_the_result_files_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", policies=CATALOG)
+    result = pytester.runpytest(
+        "--trainjob-catalog=policies.yaml",
+        "--trainjob-report=reports",
+        "--trainjob-timeline=reports/timeline.json",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--trainjob-timeline*is in the report directory*"])

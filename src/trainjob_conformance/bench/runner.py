@@ -46,6 +46,9 @@ class PolicySample:
     bounds: tuple[float, float]  # the least and the most that span can be
     first: str = ""
     last: str = ""
+    began: float = 0.0  # epoch seconds: the test's view was set up
+    ended: float = 0.0  # epoch seconds: the test's body was over
+    reading: float = 0.0  # seconds the bench spent reading the test's timeline
 
     @property
     def overhead(self) -> float:
@@ -61,6 +64,24 @@ class BenchRun:
     suite_exit: int
     results: dict[str, int]
     tests: list[PolicySample] = field(default_factory=list)
+    suite_started: float = 0.0  # epoch seconds
+    suite_ended: float = 0.0
+
+    @property
+    def suite_lead(self) -> float:
+        """From the command's start to the first test's view: pytest, workers, cluster checks."""
+        began = [t.began for t in self.tests if t.began]
+        return min(began) - self.suite_started if began else 0.0
+
+    @property
+    def suite_tail(self) -> float:
+        """From the last test's end to the command's exit: cleanup, report, shutdown."""
+        ended = [t.ended for t in self.tests if t.ended]
+        return self.suite_ended - max(ended) if ended else 0.0
+
+    @property
+    def reading(self) -> float:
+        return sum(t.reading for t in self.tests)
 
     def phase(self, name: str) -> float | None:
         for phase in self.phases:
@@ -109,6 +130,9 @@ class BenchRun:
             "start_ratio": round(self.start_total / self.bare_control_plane, 3),
             "phases": [vars(p) for p in self.phases],
             "suite_wall": round(self.suite_wall, 3),
+            "suite_lead": round(self.suite_lead, 3),
+            "suite_tail": round(self.suite_tail, 3),
+            "timeline_reading": round(self.reading, 3),
             "suite_exit": self.suite_exit,
             "results": self.results,
             "tests_wall": round(self.tests_wall, 3),
@@ -142,6 +166,9 @@ def samples_from(timeline_file: Path) -> list[PolicySample]:
                 bounds=tuple(timeline.get("bounds") or (0.0, 0.0)),  # type: ignore[arg-type]
                 first=((timeline.get("first") or {}).get("what")) or "",
                 last=((timeline.get("last") or {}).get("what")) or "",
+                began=float(timeline.get("began", 0.0)),
+                ended=float(timeline.get("ended", 0.0)),
+                reading=float(timeline.get("collect_seconds", 0.0)),
             )
         )
     return samples
@@ -160,7 +187,7 @@ def _bare_control_plane(profile: Profile, binaries: dict[str, Path], run_dir: Pa
 
 def _suite(
     profile: Profile, kubeconfig: Path, workers: int, run_dir: Path, pytest_args: list[str]
-) -> tuple[float, int, Path, Path]:
+) -> tuple[float, float, int, Path, Path]:
     report = run_dir / "report"
     timeline = run_dir / TIMELINE_FILE
     log = run_dir / "suite.log"
@@ -178,12 +205,12 @@ def _suite(
         f"--trainjob-timeline={timeline}",
         *pytest_args,
     ]
-    started = time.monotonic()
+    started, epoch = time.monotonic(), time.time()
     with log.open("wb") as sink:
         code = subprocess.run(
             command, stdout=sink, stderr=subprocess.STDOUT, preexec_fn=die_with_parent, check=False
         ).returncode
-    return time.monotonic() - started, code, report / f"{profile.name}.json", timeline
+    return epoch, time.monotonic() - started, code, report / f"{profile.name}.json", timeline
 
 
 def bench_once(
@@ -208,7 +235,7 @@ def bench_once(
     try:
         handle = cluster.up()
         say(f"bench run {index}: the suite on the warm cluster, -n {workers}")
-        wall, code, report_file, timeline_file = _suite(
+        epoch, wall, code, report_file, timeline_file = _suite(
             profile, handle.kubeconfig, workers, suite_dir, pytest_args
         )
     finally:
@@ -228,6 +255,8 @@ def bench_once(
         suite_exit=code,
         results=counts,
         tests=samples_from(timeline_file),
+        suite_started=epoch,
+        suite_ended=epoch + wall,
     )
     say(
         f"bench run {index}: bare control plane {bare:.1f}s, start {run.start_total:.1f}s "

@@ -63,6 +63,9 @@ def summarize(runs: list[BenchRun], meta: dict[str, Any]) -> dict[str, Any]:
         "start_ratio": spread(r.start_total / r.bare_control_plane for r in runs),
         "phases": phases,
         "suite_wall": spread(r.suite_wall for r in runs),
+        "suite_lead": spread(r.suite_lead for r in runs),
+        "suite_tail": spread(r.suite_tail for r in runs),
+        "timeline_reading": spread(r.reading for r in runs),
         "tests_wall": spread(r.tests_wall for r in runs),
         "tests_intrinsic": spread(r.tests_intrinsic for r in runs),
         "overhead": spread(r.overhead for r in runs),
@@ -117,6 +120,11 @@ def table(summary: dict[str, Any]) -> str:
         "| suite on the warm cluster | value |",
         "|---|---|",
         f"| wall time (`run --cluster existing`) | {_s(summary['suite_wall'])} s |",
+        f"| of which before the first test (pytest, workers, cluster checks) | "
+        f"{_s(summary['suite_lead'])} s |",
+        f"| of which after the last test (report, shutdown) | {_s(summary['suite_tail'])} s |",
+        f"| the bench's own reading of timelines, summed over tests | "
+        f"{_s(summary['timeline_reading'])} s |",
         f"| policy tests' wall time, summed | {_s(summary['tests_wall'])} s |",
         f"| cluster-intrinsic time, summed | {_s(summary['tests_intrinsic'])} s |",
         f"| **harness overhead** (wall - intrinsic) / wall | {_pct(summary['overhead'])} |",

@@ -16,7 +16,7 @@ from trainjob_conformance.cluster.phases import PhaseClock
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
-from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+from trainjob_conformance.kube.waits import POLL_INTERVAL, WaitTimeout, wait_for
 
 PROBE_NAMESPACE = "default"
 # Kueue's TrainJob webhook would also deny a missing runtime, and the API
@@ -117,6 +117,7 @@ def wait_for_admission(
     timeout: float,
     log_tails: Callable[[], str],
     phases: PhaseClock | None = None,
+    interval: float = POLL_INTERVAL,
 ) -> None:
     kube.apply(probe_namespace_manifest())
     for probe in probes:
@@ -129,7 +130,12 @@ def wait_for_admission(
             return ok
 
         try:
-            wait_for(f"{probe.description} to answer a dry-run request", check, timeout=timeout)
+            wait_for(
+                f"{probe.description} to answer a dry-run request",
+                check,
+                timeout=timeout,
+                interval=interval,
+            )
         except WaitTimeout:
             raise ConformanceError(
                 f"{probe.description} did not answer an admission request within {timeout:.0f}s; "

@@ -126,6 +126,17 @@ def read_settings(config: pytest.Config) -> Settings:
         raise ConformanceError(f"{source}: {error}") from None
     run_dir = config.getoption("--trainjob-run-dir")
     report = config.getoption("--trainjob-report")
+    timeline = _resolved(config.getoption("--trainjob-timeline"))
+    if (
+        timeline
+        and report
+        and timeline.suffix == ".json"
+        and timeline.parent == Path(report).resolve()
+    ):
+        raise ConformanceError(
+            f"--trainjob-timeline {timeline} is in the report directory, where every .json file "
+            "is read as a result file; write it elsewhere"
+        )
     return Settings(
         request=ClusterRequest(
             provider=config.getoption("--trainjob-cluster"),
@@ -140,7 +151,7 @@ def read_settings(config: pytest.Config) -> Settings:
         ),
         templates=Path(config.getoption("--trainjob-templates") or config.rootpath / "templates"),
         report_dir=Path(report).resolve() if report else None,
-        timeline=_resolved(config.getoption("--trainjob-timeline")),
+        timeline=timeline,
     )
 
 
