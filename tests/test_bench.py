@@ -69,6 +69,9 @@ class FakeKube:
     def __init__(self, by_kind: dict[str, list[dict[str, Any]]]) -> None:
         self.by_kind = by_kind
 
+    def resource(self, api_version: str, kind: str) -> None:
+        pass
+
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict]:
         return [dict(o) for o in self.by_kind.get(kind, [])]
 
