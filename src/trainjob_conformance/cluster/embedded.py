@@ -146,8 +146,9 @@ class EmbeddedControlPlane:
     def begin(self) -> None:
         """Start creating the cluster in the background; `finish` waits for it.
 
-        The API server answers (`wait_api_server`) well before kwokctl has
-        seen every other component ready, and the stack's install can use it.
+        Meanwhile the caller can prepare the install, and start it once the
+        API server is ready (`wait_api_server`), a little before kwokctl has
+        seen every other component ready.
         """
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config = self._kwokctl_config()

@@ -45,8 +45,8 @@ from trainjob_conformance.cluster.stack_watch import (
 from trainjob_conformance.cluster.tasks import TaskGroup
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
-from trainjob_conformance.kube.errors import Conflict
-from trainjob_conformance.kube.waits import WaitTimeout
+from trainjob_conformance.kube.errors import ApiError, Conflict
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import build_profile, module_source
 from trainjob_conformance.stack.profiles import Profile
@@ -177,6 +177,12 @@ class EmbeddedStackCluster:
         JobSets); Kueue also both (its JobSet and TrainJob integrations). Each
         product's webhooks are registered once its own manager is ready, and
         only then (failurePolicy Fail would otherwise block those kinds).
+
+        The CRDs are created one after the other in that order: the API
+        server's naming and establishing controllers take CRDs first come,
+        first served, so JobSet's and the Trainer's are Established (and their
+        managers start, the Trainer being the slowest to become ready) while
+        Kueue's are still being created.
         """
         assert self.control_plane is not None
         kube = Kube(api_client_for(kubeconfig))
@@ -186,18 +192,30 @@ class EmbeddedStackCluster:
                 kube.apply(
                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
                 )
+        applied = {name: threading.Event() for name in _CONTROLLERS}
         established = {name: threading.Event() for name in _CONTROLLERS}
         tasks = self._tasks
         applied_from = clock.now()
 
-        def bring_up(name: str) -> None:
+        def create_crds() -> None:
             # CRDs before the managers: each indexes its kinds at start and exits without them.
-            names = [crd["metadata"]["name"] for crd in plan.crds[name]]
-            for crd in plan.crds[name]:
-                _create_crd(kube, crd)
-            clock.record(f"{name} CRDs applied", applied_from)
-            _wait_established(kube, names, tasks.check)
+            for name in _CONTROLLERS:
+                for crd in plan.crds[name]:
+                    tasks.check()
+                    _create_crd(kube, crd)
+                clock.record(f"{name} CRDs applied", applied_from)
+                applied[name].set()
+
+        def bring_up(name: str) -> None:
+            tasks.wait_event(applied[name])
+            _wait_established(
+                kube, [crd["metadata"]["name"] for crd in plan.crds[name]], tasks.check
+            )
             clock.record(f"{name} CRDs Established", applied_from)
+            # A manager maps kinds to resources through discovery, which the API
+            # server updates a moment after Established: it exits on a kind it cannot map.
+            _wait_discoverable(kube, plan.crds[name], tasks.check)
+            clock.record(f"{name} CRDs in discovery", applied_from)
             established[name].set()
             for needed in _NEEDS[name]:
                 tasks.wait_event(established[needed])
@@ -212,6 +230,7 @@ class EmbeddedStackCluster:
                 with clock.phase("runtime applied"):
                     kube.apply(plan.runtime)
 
+        tasks.start("crds", create_crds)
         for name in _CONTROLLERS:
             tasks.start(name, lambda name=name: bring_up(name))
         nodes_from = clock.now()
@@ -386,13 +405,63 @@ def _wait_established(
                 )
             # Short watches, so that a failure elsewhere is noticed within a second.
             path = f"{_CRD_PATH}?fieldSelector=metadata.name%3D{name}"
-            for event in kube.raw_watch(path, seconds=max(1, min(int(left), 1))):
-                if event.get("type") in ("ADDED", "MODIFIED"):
-                    seen = event["object"]
-                    if _is_established(seen):
-                        break
+            try:
+                for event in kube.raw_watch(path, seconds=1):
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        seen = event["object"]
+                        if _is_established(seen):
+                            break
+            except ApiError:
+                # A busy API server may drop a watch: another, shortly, within the bound.
+                time.sleep(_LOCAL_POLL)
+                continue
             if seen and _is_established(seen):
                 break
+
+
+# Aggregated discovery, as client-go (and so each manager's REST mapper) reads it.
+_DISCOVERY_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _served(crds: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(group, version, plural) of every served version of the CRDs."""
+    return {
+        (crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"])
+        for crd in crds
+        for version in crd["spec"]["versions"]
+        if version.get("served")
+    }
+
+
+def _discovered(kube: Kube) -> set[tuple[str, str, str]]:
+    listing = kube.raw("GET", "/apis", accept=_DISCOVERY_V2)
+    return {
+        (group["metadata"]["name"], version["version"], resource["resource"])
+        for group in listing.get("items") or []
+        for version in group.get("versions") or []
+        for resource in version.get("resources") or []
+    }
+
+
+def _wait_discoverable(
+    kube: Kube, crds: list[dict[str, Any]], abort: Callable[[], None], timeout: float = 60
+) -> None:
+    wanted = _served(crds)
+
+    def probe() -> bool | NotYet:
+        missing = sorted(wanted - _discovered(kube))
+        return not missing or NotYet(
+            "not in discovery yet: " + ", ".join("/".join(entry) for entry in missing)
+        )
+
+    wait_for(
+        f"{len(wanted)} resources to be in the API server's discovery",
+        probe,
+        timeout=timeout,
+        interval=_LOCAL_POLL,
+        retry_on=(ApiError,),
+        abort=abort,
+    )
 
 
 @dataclass(frozen=True)

@@ -232,13 +232,13 @@ class Kube:
         except (ApiException, urllib3.exceptions.HTTPError, OSError):
             return False
 
-    def raw(self, method: str, path: str, body: Any = None) -> Any:
+    def raw(self, method: str, path: str, body: Any = None, accept: str | None = None) -> Any:
         """One request by path, its JSON answer parsed as plain data (or None if empty).
 
         For large objects (CRDs of several hundred KB) where the dynamic
         client's object wrapping costs more than the request itself.
         """
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept or "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
         with api_errors():
