@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainjob_conformance.kube.kinds import POD
 from trainjob_conformance.policies.admission import rejection_of
 from trainjob_conformance.policies.pods import (
     gate_names,
@@ -35,8 +36,8 @@ def test_api_server_rejects_adding_a_gate_to_an_existing_pod(trainjob_view, trai
 
     assert refused.status == 422, refused
     assert "schedulingGates" in refused.message, refused
-    current = trainjob_view.kube.core.read_namespaced_pod(pod, trainjob_view.namespace)
-    assert sorted(g.name for g in current.spec.scheduling_gates) == GATES
+    current = trainjob_view.get(POD, pod)
+    assert gate_names(current["spec"]) == GATES
 
 
 @pytest.mark.policy("TJ-GATE-004")

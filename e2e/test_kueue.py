@@ -12,6 +12,7 @@ from trainjob_conformance.kube.kinds import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,
     JOBSET,
+    NODE,
     TRAINJOB,
     WORKLOAD,
 )
@@ -109,8 +110,8 @@ def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
         name = pod["metadata"]["name"]
         selector = pod["spec"].get("nodeSelector") or {}
         assert selector.get(key) == value, f"{name} has nodeSelector {selector}"
-        node = view.kube.core.read_node(pod["spec"]["nodeName"])
-        assert node.metadata.labels.get(key) == value, f"{name} runs on {node.metadata.name}"
+        node = view.kube.get(*NODE, pod["spec"]["nodeName"])["metadata"]
+        assert node["labels"].get(key) == value, f"{name} runs on {node['name']}"
 
 
 def fill_the_quota(view, runtime, queue):
@@ -197,9 +198,9 @@ def test_kueue_ungates_tas_pods_into_one_topology_domain(
         assert ungated_at > 0 and all(gated[:ungated_at]), f"{name}: gate order {gated}"
         placement = versions[ungated_at]["spec"].get("nodeSelector") or {}
         assert HOSTNAME in placement, f"{name} was ungated without a node placement: {placement}"
-        node = view.kube.core.read_node(versions[-1]["spec"]["nodeName"])
-        assert node.metadata.name == placement[HOSTNAME], name
-        domains.add(node.metadata.labels[level])
+        node = view.kube.get(*NODE, versions[-1]["spec"]["nodeName"])["metadata"]
+        assert node["name"] == placement[HOSTNAME], name
+        domains.add(node["labels"][level])
     assert len(domains) == 1, f"the Pods span {level} domains {sorted(domains)}"
 
 

@@ -262,6 +262,35 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from trainjob_conformance.bench.command import run_bench
+
+    args.profile = _profile_arg(args)
+    _check_suite_present()
+    _check_writable(cache_root(), f"the build cache (${CACHE_ENV})")
+    _check_writable(Path(args.output), "the bench output directory")
+    run_dir = _new_run_dir("bench")
+    return run_bench(
+        load_profile(args.profile),
+        run_dir,
+        args.runs,
+        args.workers,
+        Path(args.output).resolve(),
+        args.pytest_args,
+        on_run_dir=_RUN_DIRS.append,
+    )
+
+
+def _run_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{count} runs: give 1 or more")
+    return count
+
+
 def _worker_count(text: str) -> int:
     try:
         count = int(text)
@@ -490,6 +519,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--output", default="history.html", help="the page to write (default: %(default)s)"
     )
     history.set_defaults(func=_cmd_history)
+    bench = sub.add_parser(
+        "bench",
+        help="time the start phases, the suite on a warm cluster, and the harness's overhead",
+        description="Each run starts a bare control plane, then the embedded stack (timing its "
+        "phases), then runs the suite on it (as `run --cluster existing`), reading each policy "
+        "test's cluster timeline from the objects' own timestamps. Writes bench.json and "
+        "bench.md; exit 1 if a suite did not pass.",
+    )
+    with_profile(bench)
+    bench.add_argument(
+        "--runs", type=_run_count, default=1, help="how many runs (default: %(default)s)"
+    )
+    bench.add_argument(
+        "-n",
+        "--workers",
+        type=_worker_count,
+        default=2,
+        help="pytest-xdist workers of the suite (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--output", default="reports/bench", help="where to write (default: %(default)s)"
+    )
+    bench.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    bench.set_defaults(func=_cmd_bench)
     return parser
 
 

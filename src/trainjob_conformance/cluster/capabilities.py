@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.kinds import NODE
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -27,20 +28,23 @@ class Node:
     labels: dict[str, str]
 
 
-def _schedulable(node: Any) -> bool:
-    if node.spec.unschedulable:
+def _schedulable(node: dict[str, Any]) -> bool:
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
         return False
-    if any(t.effect in _BLOCKING_EFFECTS for t in node.spec.taints or []):
+    if any(t.get("effect") in _BLOCKING_EFFECTS for t in spec.get("taints") or []):
         return False
-    conditions = {c.type: c.status for c in node.status.conditions or []}
+    conditions = {
+        c["type"]: c["status"] for c in (node.get("status") or {}).get("conditions") or []
+    }
     return conditions.get("Ready") == "True"
 
 
 def schedulable_nodes(kube: Kube) -> list[Node]:
     """Ready nodes without a cordon or a taint that repels a plain Pod."""
     return [
-        Node(n.metadata.name, dict(n.metadata.labels or {}))
-        for n in kube.core.list_node().items
+        Node(n["metadata"]["name"], dict(n["metadata"].get("labels") or {}))
+        for n in kube.list(*NODE)
         if _schedulable(n)
     ]
 

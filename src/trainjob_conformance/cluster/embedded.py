@@ -13,15 +13,18 @@ import contextlib
 import fcntl
 import os
 import subprocess
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import yaml
+from kubernetes.client import ApiClient
 
 from trainjob_conformance.cluster.kwok_stages import harness_stages
 from trainjob_conformance.cluster.ledger import ProcessIdentity
 from trainjob_conformance.cluster.nodes import node_manifests
+from trainjob_conformance.cluster.phases import PhaseClock
 from trainjob_conformance.cluster.ports import LOOPBACK
 from trainjob_conformance.cluster.processes import (
     RunOwnership,
@@ -33,13 +36,18 @@ from trainjob_conformance.cluster.stack_watch import Breakage, Probe
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
-from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.kube.kinds import NODE
+from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
 from trainjob_conformance.stack.gobuild import module_source
 from trainjob_conformance.stack.profiles import Profile
 
 _CREATE_TIMEOUT = "3m"
+_API_SERVER_TIMEOUT = 180.0
+# How often to look at things on this machine's loopback (the API server's
+# readiness, node conditions): a request costs a few milliseconds.
+_LOCAL_POLL = 0.05
 
 
 @contextlib.contextmanager
@@ -61,14 +69,23 @@ class EmbeddedControlPlane:
     """One kwokctl cluster, owned by this process from `up` to `down`."""
 
     def __init__(
-        self, profile: Profile, binaries: dict[str, Path], run_dir: Path, name: str | None = None
+        self,
+        profile: Profile,
+        binaries: dict[str, Path],
+        run_dir: Path,
+        name: str | None = None,
+        phases: PhaseClock | None = None,
     ) -> None:
         self.profile = profile
         self.binaries = binaries
         self.run_dir = run_dir
         self.name = name or f"tjc-{uuid.uuid4().hex[:8]}"
         self.workdir = run_dir / "kwok"
+        self.phases = phases or PhaseClock()
         self._created = False
+        self._kwokctl_process: subprocess.Popen[bytes] | None = None
+        self._creating: threading.Thread | None = None
+        self._create_error: BaseException | None = None
 
     @property
     def cluster_dir(self) -> Path:
@@ -104,19 +121,35 @@ class EmbeddedControlPlane:
     def _kwokctl(self, *args: str, log_name: str) -> None:
         log = self.run_dir / f"kwokctl-{log_name}.log"
         with log.open("ab") as sink:
-            result = subprocess.run(
+            process = subprocess.Popen(
                 [str(self.binaries["kwokctl"]), *args],
                 env=self._env(),
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                check=False,
             )
-        if result.returncode != 0:
+        # Kept, so that `down` can stop a create still running in the background.
+        self._kwokctl_process = process
+        try:
+            returncode = process.wait()
+        finally:
+            self._kwokctl_process = None
+        if returncode != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
             raise ConformanceError(f"kwokctl {args[0]} {args[1]} failed; log {log}:\n{tail}")
 
     def up(self) -> Path:
+        """Create the cluster and wait until kwokctl reports every component ready."""
+        self.begin()
+        return self.finish()
+
+    def begin(self) -> None:
+        """Start creating the cluster in the background; `finish` waits for it.
+
+        Meanwhile the caller can prepare the install, and start it once the
+        API server is ready (`wait_api_server`), a little before kwokctl has
+        seen every other component ready.
+        """
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config = self._kwokctl_config()
         # Every process kwokctl starts names the cluster directory on its
@@ -124,6 +157,70 @@ class EmbeddedControlPlane:
         RunOwnership.of(self.run_dir).record_directory(self.cluster_dir)
         register_cleanup(self.down)
         self._created = True
+        started = self.phases.now()
+
+        def create() -> None:
+            try:
+                self._create(config)
+                self.phases.record("control plane", started)
+            except BaseException as error:  # handed to whoever waits on the cluster
+                self._create_error = error
+
+        # A daemon thread: an interrupted harness must not wait for kwokctl at exit.
+        self._creating = threading.Thread(target=create, name="kwokctl-create", daemon=True)
+        self._creating.start()
+
+    def _check_create(self) -> None:
+        error = self._create_error
+        if error is not None:
+            raise error
+
+    def finish(self) -> Path:
+        """Wait for the create `begin` started; its kubeconfig."""
+        if self._creating is not None:
+            while self._creating.is_alive():
+                self._creating.join(0.1)  # in slices, so Ctrl-C is seen at once
+        self._check_create()
+        if not self.kubeconfig.is_file():
+            raise ConformanceError(f"kwokctl reported success but wrote no {self.kubeconfig}")
+        return self.kubeconfig
+
+    def wait_api_server(self, timeout: float = _API_SERVER_TIMEOUT) -> Path:
+        """The kubeconfig, once the API server reports ready; `finish` waits for the rest.
+
+        Only a fully ready API server (/readyz, its bootstrap done): load put on
+        it earlier slows that bootstrap, and kube-controller-manager exits if
+        the API server is not healthy within 10 s of its own start.
+        """
+
+        clients: list[ApiClient] = []
+
+        def ready() -> bool | NotYet:
+            self._check_create()
+            if self._creating is not None and not self._creating.is_alive():
+                return self.kubeconfig.is_file()  # kwokctl is done: everything is ready
+            if not self.kubeconfig.is_file():
+                return NotYet("kwokctl has written no kubeconfig yet")
+            if not clients:
+                try:
+                    clients.append(api_client_for(self.kubeconfig, retries=False))
+                except ConformanceError as error:  # a kubeconfig half written
+                    return NotYet(str(error))
+            return Kube.api_server_ready(clients[0]) or NotYet("/readyz is not ok yet")
+
+        try:
+            wait_for(
+                f"the API server of {self.name} to report ready",
+                ready,
+                timeout=timeout,
+                interval=_LOCAL_POLL,
+            )
+        finally:
+            for api in clients:
+                api.close()
+        return self.kubeconfig
+
+    def _create(self, config: Path) -> None:
         with (
             step(f"starting control plane {self.name} (kwokctl, binary runtime)"),
             _one_kwokctl_create_at_a_time(),
@@ -153,33 +250,59 @@ class EmbeddedControlPlane:
                 str(self.binaries["kwok"]),
                 log_name="create",
             )
-        if not self.kubeconfig.is_file():
-            raise ConformanceError(f"kwokctl reported success but wrote no {self.kubeconfig}")
-        return self.kubeconfig
 
     def add_nodes(self, mode: str = "cloud") -> list[str]:
+        """Create the fake nodes and wait until kwok reports every one Ready."""
         kube = Kube(api_client_for(self.kubeconfig))
+        names = self.create_nodes(kube, mode)
+        self.wait_nodes_ready(kube, names)
+        return names
+
+    def create_nodes(self, kube: Kube, mode: str = "cloud") -> list[str]:
+        """Create the fake nodes; kwok-controller makes them Ready once it runs."""
         names = []
         for node in node_manifests(mode):
             kube.apply(node)
             names.append(node["metadata"]["name"])
+        return names
 
-        def all_ready() -> bool:
-            ready = 0
-            for node in kube.core.list_node().items:
-                if node.metadata.name not in names:
-                    continue
-                conditions = {c.type: c.status for c in node.status.conditions or []}
-                ready += conditions.get("Ready") == "True"
-            return ready == len(names)
+    def wait_nodes_ready(
+        self, kube: Kube, names: list[str], abort: Callable[[], None] | None = None
+    ) -> None:
+        def all_ready() -> bool | NotYet:
+            ready = set()
+            for node in kube.list(*NODE):
+                conditions = {
+                    c["type"]: c["status"] for c in node["status"].get("conditions") or []
+                }
+                if conditions.get("Ready") == "True":
+                    ready.add(node["metadata"]["name"])
+            missing = sorted(set(names) - ready)
+            return not missing or NotYet(f"not Ready yet: {', '.join(missing)}")
 
         wait_for(
             f"{len(names)} fake nodes to be Ready",
             all_ready,
             timeout=60,
+            interval=_LOCAL_POLL * 2,
             retry_on=(ApiError,),
+            abort=abort,
         )
-        return names
+
+    def stopped_components(self) -> list[str]:
+        """Control-plane processes kwokctl started that are no longer running, with their logs."""
+        stopped = []
+        for pid_file in sorted((self.cluster_dir / "pids").glob("*.pid")):
+            with contextlib.suppress(ValueError, OSError):
+                identity = ProcessIdentity.of(int(pid_file.read_text().strip()), pid_file.stem)
+                if identity is None or not identity.is_alive():
+                    name = Path(pid_file.stem).name
+                    log = self.logs_dir / f"{name}.log"
+                    tail = (
+                        log.read_text(errors="replace").splitlines()[-5:] if log.is_file() else []
+                    )
+                    stopped.append(f"{name} (log {log}):\n" + "\n".join(tail))
+        return stopped
 
     def component_probes(self) -> list[Probe]:
         """One probe per control-plane process kwokctl started (etcd, kube-apiserver, ...)."""
@@ -211,6 +334,12 @@ class EmbeddedControlPlane:
         if not self._created:
             return
         self._created = False
+        creating = self._kwokctl_process
+        if creating is not None and creating.poll() is None:
+            # A create still running in the background (an interrupted start).
+            creating.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                creating.wait(timeout=10)
         # kwokctl signals its components and returns before they have exited;
         # wait for them, so that nothing outlives the harness.
         try:

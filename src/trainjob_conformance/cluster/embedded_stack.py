@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from trainjob_conformance.cluster.manifests import (
     load_documents,
     webhook_configurations,
 )
+from trainjob_conformance.cluster.phases import PHASES_FILE, PhaseClock
 from trainjob_conformance.cluster.ports import LOOPBACK
 from trainjob_conformance.cluster.processes import (
     RunOwnership,
@@ -38,18 +42,19 @@ from trainjob_conformance.cluster.stack_watch import (
     StackWatch,
     tls_endpoint_probe,
 )
+from trainjob_conformance.cluster.tasks import TaskGroup
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
-from trainjob_conformance.kube.errors import ApiError
-from trainjob_conformance.kube.kinds import CRD
-from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.kube.errors import ApiError, Conflict
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import build_profile, module_source
 from trainjob_conformance.stack.profiles import Profile
 
-# Start order matters: the Trainer needs the JobSet CRD and API, Kueue's
-# TrainJob integration needs both.
 _CONTROLLERS = ("jobset", "trainer", "kueue")
+# Whose CRDs each manager needs Established before it starts: the Trainer
+# needs the JobSet CRD and API, Kueue's TrainJob integration needs both.
+_NEEDS = {"jobset": ("jobset",), "trainer": ("jobset", "trainer"), "kueue": _CONTROLLERS}
 _BINARY = {
     "jobset": "jobset-controller-manager",
     "trainer": "trainer-controller-manager",
@@ -60,6 +65,8 @@ _TORCH_RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
 STATE_FILE = "state.json"
 # How often the watch looks: a test blocked on a dead manager stops about this soon.
 _WATCH_INTERVAL = 0.5
+# How often the start looks at things on loopback (a CRD's conditions).
+_LOCAL_POLL = 0.05
 
 
 class EmbeddedStackCluster:
@@ -72,8 +79,14 @@ class EmbeddedStackCluster:
         self.control_plane: EmbeddedControlPlane | None = None
         self.controllers: dict[str, HostController] = {}
         self.timings: dict[str, float] = {}
+        # Named phases of the start, for `bench` and for whoever reads the run directory.
+        self.phases = PhaseClock()
         self.owner: RunOwnership | None = None
         self.watch: StackWatch | None = None
+        # The steps of the start that run side by side, and the lock that
+        # keeps a manager from starting once `down` has begun.
+        self._tasks = TaskGroup()
+        self._launching = threading.Lock()
 
     def _timed(self, key: str, started: float) -> None:
         self.timings[key] = round(time.monotonic() - started, 1)
@@ -84,8 +97,10 @@ class EmbeddedStackCluster:
 
     def _up(self) -> ClusterHandle:
         register_cleanup(self.down)
+        clock = self.phases
         started = time.monotonic()
-        binaries = build_profile(self.profile)
+        with clock.phase("build"):
+            binaries = build_profile(self.profile)
         self._timed("build", started)
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -93,17 +108,32 @@ class EmbeddedStackCluster:
         reap_abandoned(self.run_dir.parent)
         self.owner = RunOwnership.of(self.run_dir)
         say(f"run directory {self.run_dir}")
-        mark = time.monotonic()
-        self.control_plane = EmbeddedControlPlane(self.profile, binaries, self.run_dir)
-        kubeconfig = self.control_plane.up()
-        self.control_plane.add_nodes(self.node_labels)
-        self._timed("control_plane", mark)
-
-        mark = time.monotonic()
+        self.control_plane = EmbeddedControlPlane(
+            self.profile, binaries, self.run_dir, phases=clock
+        )
+        # kwokctl creates the control plane in the background; meanwhile the
+        # manifests are read, and the install starts as soon as the API server
+        # answers (kwokctl still waits for the other components to report ready).
+        self.control_plane.begin()
+        with clock.phase("manifests read"):
+            plan = self._plan(binaries)
+        with clock.phase("API server ready"):
+            kubeconfig = self.control_plane.wait_api_server()
         with step("installing JobSet, Kueue and Trainer"):
-            self._install_stack(binaries, kubeconfig)
-        self._timed("stack", mark)
+            self._install_stack(plan, kubeconfig)
+        # kwokctl's own wait does not notice a component that gave up after
+        # starting (kube-controller-manager exits if the API server is slow to
+        # become healthy): without it no Pod is ever created.
+        stopped = self.control_plane.stopped_components()
+        if stopped:
+            raise ConformanceError(
+                "control plane components stopped during the start: " + "; ".join(stopped)
+            )
+        self.timings["control_plane"] = clock.seconds("control plane") or 0.0
         self._timed("total", started)
+        self.timings["stack"] = round(self.timings["total"] - self.timings["control_plane"], 1)
+        clock.record("total", 0.0)
+        clock.write(self.run_dir / PHASES_FILE)
         self.watch = StackWatch(
             self.run_dir / HEALTH_FILE, self._watch_probes(), interval=_WATCH_INTERVAL
         ).start()
@@ -119,53 +149,125 @@ class EmbeddedStackCluster:
         self._write_state(handle)
         say(
             f"cluster ready in {self.timings['total']}s "
-            f"(build {self.timings['build']}s, control plane {self.timings['control_plane']}s, "
-            f"stack {self.timings['stack']}s)"
+            f"(build {self.timings['build']}s, control plane {self.timings['control_plane']:.1f}s, "
+            f"then the stack {self.timings['stack']}s more)"
         )
         return handle
 
-    def _install_stack(self, binaries: dict[str, Path], kubeconfig: Path) -> None:
-        kube = Kube(api_client_for(kubeconfig))
+    def _plan(self, binaries: dict[str, Path]) -> _Plan:
         ca = CertificateAuthority(self.run_dir / "pki")
         sources = {name: module_source(name, self.profile.version(name)) for name in _CONTROLLERS}
         ports = {name: Ports.pick() for name in _CONTROLLERS}
-        for namespace in _NAMESPACES:
-            kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-
-        # CRDs before the managers: each indexes its kinds at start and exits without them.
-        crd_names = []
-        for name in _CONTROLLERS:
-            for crd in crds(sources[name], name, ports[name].webhook, ca.ca_pem):
-                kube.apply(crd)
-                crd_names.append(crd["metadata"]["name"])
-        wait_for(
-            f"{len(crd_names)} CRDs to be Established",
-            lambda: all(_established(kube, crd) for crd in crd_names),
-            timeout=60,
-            retry_on=(ApiError,),
+        return _Plan(
+            binaries=binaries,
+            ca=ca,
+            ports=ports,
+            crds={n: crds(sources[n], n, ports[n].webhook, ca.ca_pem) for n in _CONTROLLERS},
+            webhooks={
+                n: webhook_configurations(sources[n], n, ports[n].webhook, ca.ca_pem)
+                for n in _CONTROLLERS
+            },
+            runtime=_torch_runtime(sources["trainer"]),
         )
 
-        for name in _CONTROLLERS:
-            directory = self.run_dir / name
-            directory.mkdir(parents=True, exist_ok=True)
-            binary = binaries[_BINARY[name]]
-            self.controllers[name] = STARTERS[name](
-                Launch(
-                    binary, kubeconfig, ca, directory, ports[name], RunOwnership.of(self.run_dir)
-                )
-            )
-        for controller in self.controllers.values():
-            controller.wait_ready()
+    def _install_stack(self, plan: _Plan, kubeconfig: Path) -> None:
+        """Each manager starts as soon as the CRDs it needs are Established, alongside the others.
 
-        # Webhooks only once their servers listen: with failurePolicy Fail, an
-        # earlier registration would block Jobs and Pods cluster-wide.
+        JobSet needs its own CRD; the Trainer also JobSet's (it builds
+        JobSets); Kueue also both (its JobSet and TrainJob integrations). Each
+        product's webhooks are registered once its own manager is ready, and
+        only then (failurePolicy Fail would otherwise block those kinds).
+
+        The CRDs are created one after the other in that order: the API
+        server's naming and establishing controllers take CRDs first come,
+        first served, so JobSet's and the Trainer's are Established (and their
+        managers start, the Trainer being the slowest to become ready) while
+        Kueue's are still being created.
+        """
+        assert self.control_plane is not None
+        kube = Kube(api_client_for(kubeconfig))
+        clock = self.phases
+        with clock.phase("namespaces"):
+            for namespace in _NAMESPACES:
+                kube.apply(
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                )
+        applied = {name: threading.Event() for name in _CONTROLLERS}
+        established = {name: threading.Event() for name in _CONTROLLERS}
+        tasks = self._tasks
+        applied_from = clock.now()
+
+        def create_crds() -> None:
+            # CRDs before the managers: each indexes its kinds at start and exits without them.
+            for name in _CONTROLLERS:
+                for crd in plan.crds[name]:
+                    tasks.check()
+                    _create_crd(kube, crd)
+                clock.record(f"{name} CRDs applied", applied_from)
+                applied[name].set()
+
+        def bring_up(name: str) -> None:
+            tasks.wait_event(applied[name])
+            _wait_established(
+                kube, [crd["metadata"]["name"] for crd in plan.crds[name]], tasks.check
+            )
+            clock.record(f"{name} CRDs Established", applied_from)
+            # A manager maps kinds to resources through discovery, which the API
+            # server updates a moment after Established: it exits on a kind it cannot map.
+            _wait_discoverable(kube, plan.crds[name], tasks.check)
+            clock.record(f"{name} CRDs in discovery", applied_from)
+            established[name].set()
+            for needed in _NEEDS[name]:
+                tasks.wait_event(established[needed])
+            launched = clock.now()
+            controller = self._launch(name, plan, kubeconfig)
+            controller.wait_ready(abort=tasks.check)
+            clock.record(f"{name} manager ready", launched)
+            with clock.phase(f"{name} webhooks registered"):
+                for config in plan.webhooks[name]:
+                    kube.apply(config)
+            if name == "trainer":
+                with clock.phase("runtime applied"):
+                    kube.apply(plan.runtime)
+
+        tasks.start("crds", create_crds)
         for name in _CONTROLLERS:
-            for config in webhook_configurations(
-                sources[name], name, ports[name].webhook, ca.ca_pem
-            ):
-                kube.apply(config)
-        kube.apply(_torch_runtime(sources["trainer"]))
-        wait_for_admission(kube, standard_probes(), timeout=60, log_tails=self._log_tails)
+            tasks.start(name, lambda name=name: bring_up(name))
+        nodes_from = clock.now()
+        try:
+            nodes = self.control_plane.create_nodes(kube, self.node_labels)
+            self.control_plane.finish()
+            self.control_plane.wait_nodes_ready(kube, nodes, abort=tasks.check)
+            clock.record("nodes Ready", nodes_from)
+        except BaseException as error:
+            tasks.failed(error)
+        tasks.join()
+        with clock.phase("admission probes"):
+            wait_for_admission(
+                kube,
+                standard_probes(),
+                timeout=60,
+                log_tails=self._log_tails,
+                phases=clock,
+                interval=_LOCAL_POLL,
+            )
+
+    def _launch(self, name: str, plan: _Plan, kubeconfig: Path) -> HostController:
+        directory = self.run_dir / name
+        directory.mkdir(parents=True, exist_ok=True)
+        launch = Launch(
+            plan.binaries[_BINARY[name]],
+            kubeconfig,
+            plan.ca,
+            directory,
+            plan.ports[name],
+            RunOwnership.of(self.run_dir),
+        )
+        # Under the lock `down` takes: a manager is either known to `down` or never started.
+        with self._launching:
+            self._tasks.check()
+            controller = self.controllers[name] = STARTERS[name](launch)
+        return controller
 
     def _watch_probes(self) -> list[Probe]:
         probes: list[Probe] = []
@@ -218,6 +320,8 @@ class EmbeddedStackCluster:
 
     def down(self) -> None:
         unregister_cleanup(self.down)
+        with self._launching:
+            self._tasks.stop()  # a start still running gives up; no manager starts after this
         if self.watch is not None:
             self.watch.stop()  # what follows is intended, not a breakage
             self.watch = None
@@ -263,10 +367,113 @@ def read_state(run_dir: Path) -> dict[str, Any]:
     return state
 
 
-def _established(kube: Kube, crd_name: str) -> bool:
-    crd = kube.get(*CRD, crd_name)
+_CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def _create_crd(kube: Kube, crd: dict[str, Any]) -> None:
+    """POST the CRD (a new cluster has none); an existing one is applied over."""
+    try:
+        kube.raw("POST", _CRD_PATH, crd)
+    except Conflict:
+        kube.apply(crd)
+
+
+def _is_established(crd: dict[str, Any]) -> bool:
     conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def _wait_established(
+    kube: Kube, names: list[str], abort: Callable[[], None], timeout: float = 60
+) -> None:
+    """Watch each CRD until the API server reports it Established.
+
+    A watch on one name starts with the CRD's current state, then each change:
+    no polling, and the answer comes the moment the condition is set.
+    """
+    deadline = time.monotonic() + timeout
+    for name in names:
+        seen: dict[str, Any] = {}
+        while True:
+            abort()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                conditions = (seen.get("status") or {}).get("conditions") or "no status"
+                raise WaitTimeout(
+                    f"timed out after {timeout:.0f}s waiting for CRD {name} to be Established; "
+                    f"last conditions: {conditions}"
+                )
+            # Short watches, so that a failure elsewhere is noticed within a second.
+            path = f"{_CRD_PATH}?fieldSelector=metadata.name%3D{name}"
+            try:
+                for event in kube.raw_watch(path, seconds=1):
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        seen = event["object"]
+                        if _is_established(seen):
+                            break
+            except ApiError:
+                # A busy API server may drop a watch: another, shortly, within the bound.
+                time.sleep(_LOCAL_POLL)
+                continue
+            if seen and _is_established(seen):
+                break
+
+
+# Aggregated discovery, as client-go (and so each manager's REST mapper) reads it.
+_DISCOVERY_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _served(crds: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(group, version, plural) of every served version of the CRDs."""
+    return {
+        (crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"])
+        for crd in crds
+        for version in crd["spec"]["versions"]
+        if version.get("served")
+    }
+
+
+def _discovered(kube: Kube) -> set[tuple[str, str, str]]:
+    listing = kube.raw("GET", "/apis", accept=_DISCOVERY_V2)
+    return {
+        (group["metadata"]["name"], version["version"], resource["resource"])
+        for group in listing.get("items") or []
+        for version in group.get("versions") or []
+        for resource in version.get("resources") or []
+    }
+
+
+def _wait_discoverable(
+    kube: Kube, crds: list[dict[str, Any]], abort: Callable[[], None], timeout: float = 60
+) -> None:
+    wanted = _served(crds)
+
+    def probe() -> bool | NotYet:
+        missing = sorted(wanted - _discovered(kube))
+        return not missing or NotYet(
+            "not in discovery yet: " + ", ".join("/".join(entry) for entry in missing)
+        )
+
+    wait_for(
+        f"{len(wanted)} resources to be in the API server's discovery",
+        probe,
+        timeout=timeout,
+        interval=_LOCAL_POLL,
+        retry_on=(ApiError,),
+        abort=abort,
+    )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the install needs, read before the API server answers."""
+
+    binaries: dict[str, Path]
+    ca: CertificateAuthority
+    ports: dict[str, Ports]
+    crds: dict[str, list[dict[str, Any]]]
+    webhooks: dict[str, list[dict[str, Any]]]
+    runtime: dict[str, Any]
 
 
 def _torch_runtime(trainer_source: Path) -> dict[str, Any]:

@@ -73,7 +73,7 @@ class ExistingCluster:
             handle = ClusterHandle.from_json(state["handle"])  # type: ignore[arg-type]
             handle.provider = "existing"
             # The one version the cluster states itself, whoever wrote the state.
-            handle.versions["kubernetes"] = kube.version.get_code().git_version.split("+")[0]
+            handle.versions["kubernetes"] = kube.raw("GET", "/version")["gitVersion"].split("+")[0]
             detected_from = "state of the embedded run that started it"
         else:
             stack = detect_stack(kube)

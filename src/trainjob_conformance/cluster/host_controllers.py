@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import wait_for
 
 _READY_TIMEOUT = 120.0
+_READY_POLL = 0.05
 
 # Kueue reads its metrics certificate from this fixed path when its own cert
 # management is off (cmd/kueue/main.go). The harness shows it to the Kueue
@@ -69,7 +71,7 @@ class HostController:
     def log_file(self) -> Path:
         return self.process.log_file
 
-    def wait_ready(self) -> None:
+    def wait_ready(self, abort: Callable[[], None] | None = None) -> None:
         url = f"http://{LOOPBACK}:{self.ports.health}/readyz"
 
         def ready() -> bool:
@@ -85,6 +87,9 @@ class HostController:
             ready,
             timeout=_READY_TIMEOUT,
             diagnostics=lambda: f"{self.component} log tail:\n{self.process.log_tail()}",
+            # A loopback HTTP request costs about a millisecond: look often.
+            interval=_READY_POLL,
+            abort=abort,
         )
 
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
+from trainjob_conformance.cluster.phases import PhaseClock
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
-from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+from trainjob_conformance.kube.waits import POLL_INTERVAL, WaitTimeout, wait_for
 
 PROBE_NAMESPACE = "default"
 # Kueue's TrainJob webhook would also deny a missing runtime, and the API
@@ -115,10 +116,13 @@ def wait_for_admission(
     probes: list[AdmissionProbe],
     timeout: float,
     log_tails: Callable[[], str],
+    phases: PhaseClock | None = None,
+    interval: float = POLL_INTERVAL,
 ) -> None:
     kube.apply(probe_namespace_manifest())
     for probe in probes:
         last = {"answer": ""}
+        started = phases.now() if phases else 0.0
 
         def check(probe: AdmissionProbe = probe, last: dict[str, str] = last) -> bool:
             ok, answer = _answered(kube, probe)
@@ -126,9 +130,16 @@ def wait_for_admission(
             return ok
 
         try:
-            wait_for(f"{probe.description} to answer a dry-run request", check, timeout=timeout)
+            wait_for(
+                f"{probe.description} to answer a dry-run request",
+                check,
+                timeout=timeout,
+                interval=interval,
+            )
         except WaitTimeout:
             raise ConformanceError(
                 f"{probe.description} did not answer an admission request within {timeout:.0f}s; "
                 f"last answer: {last['answer']}\n{log_tails()}"
             ) from None
+        if phases is not None:
+            phases.record(f"admission: {probe.description}", started)

@@ -21,10 +21,14 @@ class Cleanup:
 
     def __init__(self) -> None:
         self._steps: list[tuple[str, Callable[[], object]]] = []
+        # The objects registered for deletion, on whichever cluster: a bench's
+        # timeline reads their timestamps before they go.
+        self.objects: list[tuple[Kube, dict[str, Any]]] = []
 
     def register(self, kube: Kube, manifest: dict[str, Any]) -> None:
         """Delete this object when the test ends (unless it is already gone)."""
         metadata = manifest["metadata"]
+        self.objects.append((kube, manifest))
         self._steps.append(
             (
                 f"{manifest['kind']} {metadata['name']}",

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import json
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import urllib3
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
@@ -19,14 +23,22 @@ from trainjob_conformance.kube.kubeconfig import check_kubeconfig
 FIELD_MANAGER = "trainjob-conformance"
 
 
-def api_client_for(kubeconfig: Path, context: str | None = None) -> client.ApiClient:
-    """A client for exactly this kubeconfig; the default ~/.kube/config is never read."""
+def api_client_for(
+    kubeconfig: Path, context: str | None = None, retries: bool = True
+) -> client.ApiClient:
+    """A client for exactly this kubeconfig; the default ~/.kube/config is never read.
+
+    Without `retries`, a refused connection fails at once (for a caller that
+    polls anyway, such as one waiting for the API server to come up).
+    """
     check_kubeconfig(kubeconfig, context)
     configuration = client.Configuration()
     config.load_kube_config(
         config_file=str(kubeconfig), context=context, client_configuration=configuration
     )
-    configuration.retries = urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=())
+    configuration.retries = (
+        urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=()) if retries else False
+    )
     return client.ApiClient(configuration)
 
 
@@ -59,14 +71,28 @@ class Kube:
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
-        self.core: Any = _Translated(client.CoreV1Api(api_client))
-        self.apps: Any = _Translated(client.AppsV1Api(api_client))
-        self.version: Any = _Translated(client.VersionApi(api_client))
+        # Discovery's cache is not safe to fill from several threads at once.
+        self._discovery = threading.Lock()
         with api_errors():
             self._dynamic = DynamicClient(api_client)
 
+    # The typed APIs are built on first use: importing their generated models
+    # costs about a second of CPU, which a process that never calls them
+    # (most test workers, the start of a cluster) need not pay.
+    @functools.cached_property
+    def core(self) -> Any:
+        return _Translated(client.CoreV1Api(self.api_client))
+
+    @functools.cached_property
+    def apps(self) -> Any:
+        return _Translated(client.AppsV1Api(self.api_client))
+
+    @functools.cached_property
+    def version(self) -> Any:
+        return _Translated(client.VersionApi(self.api_client))
+
     def resource(self, api_version: str, kind: str) -> Resource:
-        with api_errors():
+        with self._discovery, api_errors():
             try:
                 return self._dynamic.resources.get(api_version=api_version, kind=kind)
             except ResourceNotFoundError:
@@ -130,13 +156,15 @@ class Kube:
         resource = self._for(obj)
         return dict(self._call(lambda: resource.create(**kwargs)).to_dict())
 
+    # Reads go by path and come back as plain JSON: tests poll them, and the
+    # dynamic client's wrapping of every answer costs more CPU than the request.
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> dict[str, Any]:
         resource = self.resource(api_version, kind)
         # A cluster-scoped kind ignores the namespace a namespaced view passes along.
         scope = namespace if resource.namespaced else None
-        return dict(self._call(lambda: resource.get(name=name, namespace=scope)).to_dict())
+        return dict(self.raw("GET", resource.path(name=name, namespace=scope)))
 
     def list(
         self,
@@ -145,11 +173,21 @@ class Kube:
         namespace: str | None = None,
         label_selector: str | None = None,
     ) -> list[dict[str, Any]]:
-        kwargs: dict[str, Any] = {"namespace": namespace}
-        if label_selector:
-            kwargs["label_selector"] = label_selector
+        return list(self.list_object(api_version, kind, namespace, label_selector)["items"] or [])
+
+    def list_object(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> dict[str, Any]:
+        """The whole List answer: items and the list's metadata (its resourceVersion)."""
         resource = self.resource(api_version, kind)
-        return list(self._call(lambda: resource.get(**kwargs)).to_dict().get("items", []))
+        path = resource.path(namespace=namespace)
+        if label_selector:
+            path += "?" + urllib.parse.urlencode({"labelSelector": label_selector})
+        return dict(self.raw("GET", path))
 
     def patch(
         self,
@@ -170,9 +208,82 @@ class Kube:
         )
         return dict(result.to_dict())
 
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        propagation_policy: str | None = None,
+    ) -> None:
         resource = self.resource(api_version, kind)
-        self._call(lambda: resource.delete(name=name, namespace=namespace))
+        body = {"propagationPolicy": propagation_policy} if propagation_policy else None
+        self._call(lambda: resource.delete(name=name, namespace=namespace, body=body))
+
+    @staticmethod
+    def api_server_ready(api_client: client.ApiClient) -> bool:
+        """Whether the API server's /readyz says ok (every post-start hook done)."""
+        try:
+            method, url, headers, _, _ = api_client.param_serialize(
+                "GET", "/readyz", auth_settings=["BearerToken"]
+            )
+            response = api_client.call_api(method, url, headers, _request_timeout=2)
+            return response.status == 200 and response.read().strip() == b"ok"
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            return False
+
+    def raw(self, method: str, path: str, body: Any = None, accept: str | None = None) -> Any:
+        """One request by path, its JSON answer parsed as plain data (or None if empty).
+
+        For large objects (CRDs of several hundred KB) where the dynamic
+        client's object wrapping costs more than the request itself.
+        """
+        headers = {"Accept": accept or "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        with api_errors():
+            method, url, headers, payload, _ = self.api_client.param_serialize(
+                method, path, header_params=headers, body=body, auth_settings=["BearerToken"]
+            )
+            response = self.api_client.call_api(method, url, headers, payload)
+            data = response.read()
+            if response.status >= 400:
+                raise ApiException(status=response.status, reason=response.reason, body=data)
+        return json.loads(data) if data else None
+
+    def raw_watch(self, path: str, seconds: int) -> Iterator[dict[str, Any]]:
+        """The events of a watch by path (`?watch=true&...` is added), as plain data.
+
+        The server ends the watch after `seconds`; a caller that waits longer
+        opens another. Each event is {"type": ..., "object": {...}}.
+        """
+        separator = "&" if "?" in path else "?"
+        url_path = f"{path}{separator}watch=true&timeoutSeconds={seconds}"
+        with api_errors():
+            method, url, headers, _, _ = self.api_client.param_serialize(
+                "GET",
+                url_path,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            response = self.api_client.call_api(
+                method, url, headers, _request_timeout=(5, seconds + 5)
+            )
+            if response.status >= 400:
+                data = response.read()
+                raise ApiException(status=response.status, reason=response.reason, body=data)
+            stream = response.response
+            try:
+                pending = b""
+                for chunk in stream.stream(64 * 1024, decode_content=True):
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield json.loads(line)
+            finally:
+                stream.close()  # a watch left early must not go back to the pool half read
+                stream.release_conn()
 
     def delete_if_present(
         self, api_version: str, kind: str, name: str, namespace: str | None = None

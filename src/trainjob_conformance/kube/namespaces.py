@@ -8,10 +8,9 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kubernetes import client
-
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import NotFound
+from trainjob_conformance.kube.kinds import NAMESPACE
 
 TEST_NAMESPACE_LABEL = "trainjob-conformance.kubeflow.org/test"
 
@@ -28,16 +27,17 @@ def temporary_namespace(
     kube: Kube, test_name: str, labels: dict[str, str] | None = None
 ) -> Iterator[str]:
     name = namespace_name(test_name)
-    body = client.V1Namespace(
-        metadata=client.V1ObjectMeta(
-            name=name, labels={TEST_NAMESPACE_LABEL: "true", **(labels or {})}
-        )
+    kube.create(
+        {
+            "apiVersion": NAMESPACE.api_version,
+            "kind": NAMESPACE.kind,
+            "metadata": {"name": name, "labels": {TEST_NAMESPACE_LABEL: "true", **(labels or {})}},
+        }
     )
-    kube.core.create_namespace(body)
     try:
         yield name
     finally:
         # Background: the namespace controller removes the contents; a test
         # does not wait for it, and the next test has its own namespace.
         with contextlib.suppress(NotFound):
-            kube.core.delete_namespace(name, propagation_policy="Background")
+            kube.delete(*NAMESPACE, name, propagation_policy="Background")

@@ -10,6 +10,12 @@ import tenacity
 T = TypeVar("T")
 
 POLL_INTERVAL = 0.25
+# The first looks come this soon, then each gap grows by half up to the
+# wait's interval: most waits end within a few hundred milliseconds, and a
+# fixed 0.25 s would add 0.125 s to each on average; a long wait still costs
+# only one request per interval.
+FIRST_INTERVAL = 0.02
+BACKOFF = 1.5
 
 
 class WaitTimeout(AssertionError):
@@ -41,6 +47,7 @@ def wait_for(
 ) -> T:
     """Poll `probe` until it returns something truthy, for at most `timeout` seconds.
 
+    Looks come FIRST_INTERVAL apart at first, slowing to `interval`.
     `retry_on` lists exceptions that mean "not yet" (a 404 before an object
     appears); anything else propagates at once. `abort` runs before each try
     and may raise to end the wait early (the stack under test broke: waiting
@@ -63,7 +70,12 @@ def wait_for(
 
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_delay(timeout),
-        wait=tenacity.wait_fixed(interval),
+        wait=tenacity.wait_exponential(
+            multiplier=min(FIRST_INTERVAL, interval),
+            exp_base=BACKOFF,
+            min=min(FIRST_INTERVAL, interval),
+            max=interval,
+        ),
         retry=tenacity.retry_if_result(lambda value: not value),
         retry_error_callback=lambda state: None,
         reraise=False,

@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from trainjob_conformance.cluster.stack_watch import StackBroken
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.interrupts import ignore_interrupts, raise_interrupt_on_termination
 from trainjob_conformance.kube.namespaces import temporary_namespace
-from trainjob_conformance.plugin import results
+from trainjob_conformance.plugin import results, timeline
 from trainjob_conformance.plugin.fixtures import training_runtime  # noqa: F401  (a fixture)
 from trainjob_conformance.plugin.options import (
     Settings,
@@ -82,6 +83,10 @@ def pytest_configure(config: pytest.Config) -> None:
         PolicyResults(config, settings, lambda: _catalog(config), session),
         "trainjob-policy-results",
     )
+    if settings.timeline is not None and not is_xdist_worker(config):
+        config.pluginmanager.register(
+            timeline.TimelineRecorder(settings.timeline), "trainjob-timeline"
+        )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -295,15 +300,21 @@ def trainjob_templates(
 
 @pytest.fixture
 def trainjob_view(
-    trainjob_cluster: ClusterHandle, trainjob_namespace: str, trainjob_templates: TemplateSet
+    trainjob_cluster: ClusterHandle,
+    trainjob_namespace: str,
+    trainjob_templates: TemplateSet,
+    request: pytest.FixtureRequest,
 ) -> Iterator[TrainJobView]:
     """The test's namespace, with waits that print objects, events and logs on timeout.
 
     Objects it creates outside the namespace (cluster-scoped, or on another
     cluster through `view.on(...)`) are deleted when the test ends.
     """
+    began = time.time()
     view = TrainJobView(trainjob_cluster, trainjob_namespace, trainjob_templates)
     yield view
+    if request.config.stash[_SETTINGS_KEY].timeline is not None:
+        timeline.record(request.node, view, began, time.time())
     failed = view.cleanup.run()
     if failed:
         pytest.fail(f"could not delete what the test created: {'; '.join(failed)}", pytrace=False)

@@ -79,6 +79,13 @@ def add_options(parser: pytest.Parser) -> None:
         "matrix as conformance.md and conformance.html",
     )
     group.addoption(
+        "--trainjob-timeline",
+        type=Path,
+        default=None,
+        help="write each policy test's wall time and the cluster's own timestamps of what it "
+        "did to this JSON file (what `trainjob-conformance bench` reads)",
+    )
+    group.addoption(
         "--trainjob-run-dir",
         type=Path,
         default=None,
@@ -101,6 +108,7 @@ class Settings:
     templates: Path
     report_dir: Path | None
     packs: tuple[Path, ...] = ()
+    timeline: Path | None = None
 
     @property
     def profile(self) -> str:
@@ -129,6 +137,17 @@ def read_settings(config: pytest.Config) -> Settings:
         raise ConformanceError(f"{source}: {error}") from None
     run_dir = config.getoption("--trainjob-run-dir")
     report = config.getoption("--trainjob-report")
+    timeline = _resolved(config.getoption("--trainjob-timeline"))
+    if (
+        timeline
+        and report
+        and timeline.suffix == ".json"
+        and timeline.parent == Path(report).resolve()
+    ):
+        raise ConformanceError(
+            f"--trainjob-timeline {timeline} is in the report directory, where every .json file "
+            "is read as a result file; write it elsewhere"
+        )
     return Settings(
         request=ClusterRequest(
             provider=config.getoption("--trainjob-cluster"),
@@ -144,4 +163,9 @@ def read_settings(config: pytest.Config) -> Settings:
         templates=Path(config.getoption("--trainjob-templates") or config.rootpath / "templates"),
         report_dir=Path(report).resolve() if report else None,
         packs=tuple(Path(p) for p in config.getoption("--trainjob-pack") or ()),
+        timeline=timeline,
     )
+
+
+def _resolved(path: Path | None) -> Path | None:
+    return Path(path).resolve() if path else None

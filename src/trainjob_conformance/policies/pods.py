@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import watch
-
 from trainjob_conformance.cluster.hold import HOLD_ANNOTATION
-from trainjob_conformance.kube.errors import NotFound
+from trainjob_conformance.kube.errors import ApiError, NotFound
 from trainjob_conformance.kube.kinds import POD
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout
 from trainjob_conformance.policies.jobsets import wait_jobset_active
@@ -148,7 +147,7 @@ def wait_running(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
 
 def pods_resource_version(view: TrainJobView) -> str:
     """A point in time to watch Pods from, taken before creating what makes them."""
-    return str(view.kube.core.list_namespaced_pod(view.namespace).metadata.resource_version)
+    return str(view.kube.list_object(*POD, namespace=view.namespace)["metadata"]["resourceVersion"])
 
 
 def watch_pods(
@@ -167,22 +166,23 @@ def watch_pods(
     __tracebackhide__ = True
     history: dict[str, list[Pod]] = {}
     deadline = time.monotonic() + timeout
-    stream = watch.Watch()
+    selector = urllib.parse.urlencode({"labelSelector": f"{JOBSET_NAME_LABEL}={trainjob}"})
     while (remaining := deadline - time.monotonic()) > 0:
         view.cluster.health.raise_if_broken()
-        for event in stream.stream(
-            view.kube.core.list_namespaced_pod,
-            view.namespace,
-            label_selector=f"{JOBSET_NAME_LABEL}={trainjob}",
-            resource_version=since,
-            # Short rounds, so a broken stack ends the watch early.
-            timeout_seconds=max(1, min(_WATCH_ROUND_SECONDS, int(remaining))),
-        ):
-            pod = view.kube.api_client.sanitize_for_serialization(event["object"])
+        path = f"/api/v1/namespaces/{view.namespace}/pods?{selector}&resourceVersion={since}"
+        # Short rounds, so a broken stack ends the watch early.
+        for event in view.kube.raw_watch(path, max(1, min(_WATCH_ROUND_SECONDS, int(remaining)))):
+            if event.get("type") == "ERROR":
+                status = event.get("object") or {}
+                raise ApiError(
+                    int(status.get("code") or 0),
+                    str(status.get("reason") or "Error"),
+                    str(status.get("message") or status),
+                )
+            pod = event["object"]
             since = pod["metadata"]["resourceVersion"]
             history.setdefault(pod["metadata"]["name"], []).append(pod)
             if until(history):
-                stream.stop()
                 return history
     seen = {name: len(versions) for name, versions in history.items()}
     raise WaitTimeout(

@@ -1,0 +1,1 @@
+"""`trainjob-conformance bench`: start phases, suite wall time, and the harness's own overhead."""

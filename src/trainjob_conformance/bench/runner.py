@@ -1,0 +1,266 @@
+"""One bench run: a bare control plane, the whole stack, then the suite on it while warm.
+
+Each run measures, on the same machine within a few seconds of each other:
+  1. a bare control plane (kwokctl and its nodes, nothing else), started and stopped;
+  2. the embedded stack, with the named phases its start code records;
+  3. the conformance suite against that stack, kept up (`run --cluster existing`),
+     with every policy test's wall time and cluster timeline (`--trainjob-timeline`).
+Ratios are taken within one run, since the machine is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
+from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
+from trainjob_conformance.cluster.phases import Phase
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.interrupts import die_with_parent
+from trainjob_conformance.progress import say
+from trainjob_conformance.report.model import NOT_APPLICABLE, SKIPPED, RunReport
+from trainjob_conformance.stack.gobuild import build_profile
+from trainjob_conformance.stack.profiles import Profile
+
+TIMELINE_FILE = "timeline.json"
+_NOT_RUN = (SKIPPED, NOT_APPLICABLE)
+
+
+@dataclass
+class PolicySample:
+    """One policy test of one run."""
+
+    test: str
+    policy: str
+    result: str
+    wall: float  # setup + call + teardown, less the bench's own reading of the timeline
+    intrinsic: float  # the cluster's span, from its own timestamps (whole seconds)
+    bounds: tuple[float, float]  # the least and the most that span can be
+    first: str = ""
+    last: str = ""
+    began: float = 0.0  # epoch seconds: the test's view was set up
+    ended: float = 0.0  # epoch seconds: the test's body was over
+    reading: float = 0.0  # seconds the bench spent reading the test's timeline
+
+    @property
+    def overhead(self) -> float:
+        return (self.wall - self.intrinsic) / self.wall if self.wall > 0 else 0.0
+
+
+@dataclass
+class BenchRun:
+    index: int
+    bare_control_plane: float
+    phases: list[Phase]
+    suite_wall: float
+    suite_exit: int
+    results: dict[str, int]
+    tests: list[PolicySample] = field(default_factory=list)
+    suite_started: float = 0.0  # epoch seconds
+    suite_ended: float = 0.0
+
+    @property
+    def suite_lead(self) -> float:
+        """From the command's start to the first test's view: pytest, workers, cluster checks."""
+        began = [t.began for t in self.tests if t.began]
+        return min(began) - self.suite_started if began else 0.0
+
+    @property
+    def suite_tail(self) -> float:
+        """From the last test's end to the command's exit: cleanup, report, shutdown."""
+        ended = [t.ended for t in self.tests if t.ended]
+        return self.suite_ended - max(ended) if ended else 0.0
+
+    @property
+    def reading(self) -> float:
+        return sum(t.reading for t in self.tests)
+
+    def phase(self, name: str) -> float | None:
+        for phase in self.phases:
+            if phase.name == name:
+                return phase.seconds
+        return None
+
+    @property
+    def start_total(self) -> float:
+        return self.phase("total") or 0.0
+
+    @property
+    def tests_wall(self) -> float:
+        return sum(t.wall for t in self.tests)
+
+    @property
+    def tests_intrinsic(self) -> float:
+        return sum(t.intrinsic for t in self.tests)
+
+    @property
+    def overhead(self) -> float:
+        wall = self.tests_wall
+        return (wall - self.tests_intrinsic) / wall if wall > 0 else 0.0
+
+    @property
+    def overhead_bounds(self) -> tuple[float, float]:
+        """The overhead if every test's span were the most, and the least, it can be."""
+        wall = self.tests_wall
+        if wall <= 0:
+            return (0.0, 0.0)
+        most = sum(t.bounds[1] for t in self.tests)
+        least = sum(t.bounds[0] for t in self.tests)
+        return ((wall - most) / wall, (wall - least) / wall)
+
+    @property
+    def overhead_sigma(self) -> float:
+        """At most one standard deviation of `overhead` from whole-second stamps."""
+        wall = self.tests_wall
+        return 0.5 * math.sqrt(len(self.tests)) / wall if wall > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "bare_control_plane": round(self.bare_control_plane, 3),
+            "start_total": self.start_total,
+            "start_ratio": round(self.start_total / self.bare_control_plane, 3),
+            "phases": [vars(p) for p in self.phases],
+            "suite_wall": round(self.suite_wall, 3),
+            "suite_lead": round(self.suite_lead, 3),
+            "suite_tail": round(self.suite_tail, 3),
+            "timeline_reading": round(self.reading, 3),
+            "suite_exit": self.suite_exit,
+            "results": self.results,
+            "tests_wall": round(self.tests_wall, 3),
+            "tests_intrinsic": round(self.tests_intrinsic, 3),
+            "overhead": round(self.overhead, 4),
+            "overhead_bounds": [round(b, 4) for b in self.overhead_bounds],
+            "overhead_sigma": round(self.overhead_sigma, 4),
+            "tests": [
+                {**vars(t), "overhead": round(t.overhead, 4)}
+                for t in sorted(self.tests, key=lambda t: (t.policy, t.test))
+            ],
+        }
+
+
+def samples_from(timeline_file: Path) -> list[PolicySample]:
+    """The policy tests of a `--trainjob-timeline` file that ran (not skipped)."""
+    rows = json.loads(timeline_file.read_text())["tests"]
+    samples = []
+    for row in rows:
+        if row.get("result") in _NOT_RUN:
+            continue
+        timeline = row.get("timeline") or {}
+        wall = row["setup"] + row["call"] + row["teardown"] - timeline.get("collect_seconds", 0.0)
+        samples.append(
+            PolicySample(
+                test=row["test"],
+                policy=row["policy"],
+                result=row.get("result", "?"),
+                wall=round(wall, 3),
+                intrinsic=float(timeline.get("intrinsic", 0.0)),
+                bounds=tuple(timeline.get("bounds") or (0.0, 0.0)),  # type: ignore[arg-type]
+                first=((timeline.get("first") or {}).get("what")) or "",
+                last=((timeline.get("last") or {}).get("what")) or "",
+                began=float(timeline.get("began", 0.0)),
+                ended=float(timeline.get("ended", 0.0)),
+                reading=float(timeline.get("collect_seconds", 0.0)),
+            )
+        )
+    return samples
+
+
+def _bare_control_plane(profile: Profile, binaries: dict[str, Path], run_dir: Path) -> float:
+    control_plane = EmbeddedControlPlane(profile, binaries, run_dir)
+    started = time.monotonic()
+    try:
+        control_plane.up()
+        control_plane.add_nodes()
+        return time.monotonic() - started
+    finally:
+        control_plane.down()
+
+
+def _suite(
+    profile: Profile, kubeconfig: Path, workers: int, run_dir: Path, pytest_args: list[str]
+) -> tuple[float, float, int, Path, Path]:
+    report = run_dir / "report"
+    timeline = run_dir / TIMELINE_FILE
+    log = run_dir / "suite.log"
+    command = [
+        sys.executable,
+        "-m",
+        "trainjob_conformance.cli",
+        "run",
+        f"--profile={profile.name}",
+        "--cluster=existing",
+        f"--kubeconfig={kubeconfig}",
+        f"--workers={workers}",
+        f"--report={report}",
+        "--",
+        f"--trainjob-timeline={timeline}",
+        *pytest_args,
+    ]
+    started, epoch = time.monotonic(), time.time()
+    with log.open("wb") as sink:
+        code = subprocess.run(
+            command, stdout=sink, stderr=subprocess.STDOUT, preexec_fn=die_with_parent, check=False
+        ).returncode
+    return epoch, time.monotonic() - started, code, report / f"{profile.name}.json", timeline
+
+
+def bench_once(
+    index: int,
+    profile: Profile,
+    run_dir: Path,
+    workers: int,
+    pytest_args: list[str],
+    on_run_dir: Callable[[Path], None] = lambda path: None,
+) -> BenchRun:
+    binaries = build_profile(profile)
+    bare_dir, stack_dir, suite_dir = (run_dir / name for name in ("bare", "stack", "suite"))
+    for directory in (bare_dir, stack_dir, suite_dir):
+        directory.mkdir(parents=True, exist_ok=True)
+        on_run_dir(directory)
+
+    say(f"bench run {index}: bare control plane")
+    bare = _bare_control_plane(profile, binaries, bare_dir)
+
+    say(f"bench run {index}: the stack")
+    cluster = EmbeddedStackCluster(profile, stack_dir)
+    try:
+        handle = cluster.up()
+        say(f"bench run {index}: the suite on the warm cluster, -n {workers}")
+        epoch, wall, code, report_file, timeline_file = _suite(
+            profile, handle.kubeconfig, workers, suite_dir, pytest_args
+        )
+    finally:
+        cluster.down()
+    if not timeline_file.is_file() or not report_file.is_file():
+        raise ConformanceError(
+            f"bench run {index}: the suite wrote no results (exit {code}); see {suite_dir / 'suite.log'}"
+        )
+    counts: dict[str, int] = {}
+    for row in RunReport.read(report_file).results:
+        counts[row.result] = counts.get(row.result, 0) + 1
+    run = BenchRun(
+        index=index,
+        bare_control_plane=bare,
+        phases=cluster.phases.phases,
+        suite_wall=wall,
+        suite_exit=code,
+        results=counts,
+        tests=samples_from(timeline_file),
+        suite_started=epoch,
+        suite_ended=epoch + wall,
+    )
+    say(
+        f"bench run {index}: bare control plane {bare:.1f}s, start {run.start_total:.1f}s "
+        f"({run.start_total / bare:.2f}x), suite {wall:.1f}s (exit {code}), "
+        f"harness overhead {run.overhead:.0%}"
+    )
+    return run

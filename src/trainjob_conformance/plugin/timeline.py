@@ -1,0 +1,55 @@
+"""Per-test wall time and cluster timeline, for `trainjob-conformance bench`.
+
+With `--trainjob-timeline FILE`, each test's `trainjob_view` reads the
+timestamps of what the test created just before its cleanup runs (so nothing
+is gone yet) and attaches them to the test's report; the controller process
+(which sees every xdist worker's reports) adds the test's setup, call and
+teardown durations and writes one JSON file at the end of the session.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainjob_conformance.bench.timeline import timeline_of
+from trainjob_conformance.plugin import results
+from trainjob_conformance.policies.view import TrainJobView
+
+TIMELINE = "trainjob_timeline"
+
+
+def record(item: pytest.Item, view: TrainJobView, began: float, ended: float) -> None:
+    """Read the test's timeline now (before cleanup) and attach it to its reports."""
+    timeline = timeline_of(view.kube, view.namespace, view.cleanup.objects, began, ended)
+    item.user_properties.append((TIMELINE, timeline.to_json()))
+
+
+class TimelineRecorder:
+    """Collects, in the controller, one row per policy test: durations and timeline."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        row = self.rows.setdefault(
+            report.nodeid, {"test": report.nodeid, "setup": 0.0, "call": 0.0, "teardown": 0.0}
+        )
+        row[report.when] = round(report.duration, 3)
+        props = dict(report.user_properties)
+        for key, name in (
+            (results.POLICY, "policy"),
+            (results.RESULT, "result"),
+            (TIMELINE, "timeline"),
+        ):
+            if key in props:
+                row[name] = props[key]
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        tests = [row for row in self.rows.values() if "policy" in row]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps({"tests": tests}, indent=2))

@@ -1,0 +1,257 @@
+"""The bench's own logic: phase clock, timestamps, a test's cluster span, the summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainjob_conformance.bench.runner import BenchRun, PolicySample, samples_from
+from trainjob_conformance.bench.summary import spread, summarize, table
+from trainjob_conformance.bench.timeline import object_stamps, parse_time, timeline_of
+from trainjob_conformance.cli import main
+from trainjob_conformance.cluster.phases import Phase, PhaseClock, read_phases
+from trainjob_conformance.kube.errors import NotFound
+
+T0 = 1_800_000_000.0  # a whole second
+
+
+def iso(seconds: float, micro: bool = False) -> str:
+    from datetime import UTC, datetime
+
+    moment = datetime.fromtimestamp(seconds, UTC)
+    if micro:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_timestamps_parse_with_their_resolution() -> None:
+    assert parse_time(iso(T0)) == (T0, False)
+    assert parse_time(iso(T0 + 0.25, micro=True)) == (T0 + 0.25, True)
+    assert parse_time("not a time") is None
+    assert parse_time("2026-11-22T23:45:15") is None  # no zone: not a Kubernetes time
+
+
+def test_every_timestamp_of_an_object_is_found_but_probes_are_not() -> None:
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "creationTimestamp": iso(T0),
+            "managedFields": [{"manager": "kubelet", "time": iso(T0 + 1)}],
+        },
+        "status": {
+            "conditions": [
+                {"type": "Ready", "lastTransitionTime": iso(T0 + 2), "lastProbeTime": iso(T0 + 9)}
+            ],
+            "containerStatuses": [{"state": {"running": {"startedAt": iso(T0 + 3)}}}],
+        },
+    }
+    found = {s.what: s for s in object_stamps(pod)}
+    assert set(found) == {
+        "Pod p metadata.creationTimestamp",
+        "Pod p metadata.managedFields[kubelet].time",
+        "Pod p status.conditions[Ready].lastTransitionTime",
+        "Pod p status.containerStatuses[0].state.running.startedAt",
+    }
+    ready = found["Pod p status.conditions[Ready].lastTransitionTime"]
+    assert (ready.lo, ready.hi) == (T0 + 2, T0 + 3)
+    event = {"kind": "Event", "metadata": {"name": "e"}, "eventTime": iso(T0 + 0.5, micro=True)}
+    (exact,) = object_stamps(event)
+    assert exact.lo == exact.hi == T0 + 0.5
+
+
+class FakeKube:
+    """Lists and gets from fixed objects; enough for the timeline's reads."""
+
+    def __init__(self, by_kind: dict[str, list[dict[str, Any]]]) -> None:
+        self.by_kind = by_kind
+
+    def resource(self, api_version: str, kind: str) -> None:
+        pass
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict]:
+        return [dict(o) for o in self.by_kind.get(kind, [])]
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
+        for obj in self.by_kind.get(kind, []):
+            if obj["metadata"]["name"] == name:
+                return dict(obj)
+        raise NotFound(404, "NotFound", f"{kind} {name} not found")
+
+
+def test_the_span_runs_from_the_first_creation_to_the_last_instant_before_the_end() -> None:
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "rt", "creationTimestamp": iso(T0)},
+    }
+    trainjob = {
+        "kind": "TrainJob",
+        "metadata": {"name": "tj", "creationTimestamp": iso(T0 + 1)},
+        "status": {"conditions": [{"type": "Complete", "lastTransitionTime": iso(T0 + 3)}]},
+    }
+    late = {  # after the test had ended: not something it waited for
+        "kind": "Pod",
+        "metadata": {"name": "p", "creationTimestamp": iso(T0 + 1)},
+        "status": {"startTime": iso(T0 + 9)},
+    }
+    event = {"kind": "Event", "metadata": {"name": "e"}, "eventTime": iso(T0 + 2.5, micro=True)}
+    kube = FakeKube(
+        {
+            "TrainJob": [trainjob],
+            "Pod": [late],
+            "Event": [event],
+            "ClusterTrainingRuntime": [runtime],
+        }
+    )
+    began, ended = T0 + 0.5, T0 + 3.2
+
+    timeline = timeline_of(kube, "ns", [(kube, runtime)], began, ended)  # type: ignore[arg-type]
+
+    assert timeline.first is not None and timeline.last is not None
+    assert "ClusterTrainingRuntime rt" in timeline.first.what
+    assert "Complete" in timeline.last.what
+    assert timeline.intrinsic == 3.0  # whole seconds, the resolution all stamps share
+    # At least from the runtime's last possible instant (T0+1) to the Complete
+    # condition's first (T0+3); at most from the test's start to its end.
+    assert timeline.bounds == pytest.approx((2.0, ended - began))
+
+
+def test_a_test_that_created_nothing_has_no_span() -> None:
+    timeline = timeline_of(FakeKube({}), "ns", [], T0, T0 + 1)  # type: ignore[arg-type]
+    assert timeline.first is None and timeline.intrinsic == 0.0
+
+
+def test_phases_keep_their_offsets_and_may_overlap(tmp_path: Path) -> None:
+    clock = PhaseClock()
+    with clock.phase("a"):
+        started_b = clock.now()
+    clock.record("b", started_b - 0.01)
+    with pytest.raises(RuntimeError), clock.phase("failed"):
+        raise RuntimeError
+    phases = {p.name: p for p in clock.phases}
+    assert set(phases) == {"a", "b"}  # a block that raised did not complete
+    assert phases["b"].offset < phases["a"].end  # overlapping phases keep their own offsets
+    assert clock.seconds("failed") is None
+    clock.write(tmp_path / "phases.json")
+    assert {p.name for p in read_phases(tmp_path / "phases.json")} == {"a", "b"}
+
+
+def test_samples_leave_out_skipped_tests_and_the_bench_s_own_reading(tmp_path: Path) -> None:
+    path = tmp_path / "timeline.json"
+    timeline = {"intrinsic": 1.0, "bounds": [0.5, 1.5], "collect_seconds": 0.2}
+    rows = [
+        {"test": "t1", "policy": "P-1", "result": "pass", "setup": 0.5, "call": 2.0,
+         "teardown": 0.2, "timeline": timeline},
+        {"test": "t2", "policy": "P-2", "result": "skipped", "setup": 0.1, "call": 0.0,
+         "teardown": 0.0},
+    ]  # fmt: skip
+    path.write_text(json.dumps({"tests": rows}))
+    (sample,) = samples_from(path)
+    assert sample.wall == pytest.approx(2.5)
+    assert sample.overhead == pytest.approx(1.5 / 2.5)
+
+
+def _run(index: int, bare: float, total: float, wall: float, intrinsic: float) -> BenchRun:
+    return BenchRun(
+        index=index,
+        bare_control_plane=bare,
+        phases=[Phase("control plane", 0.0, bare), Phase("total", 0.0, total)],
+        suite_wall=wall + 3,
+        suite_exit=0,
+        results={"pass": 1},
+        tests=[PolicySample("e2e/t.py::test_a", "P-1", "pass", wall, intrinsic, (0.0, wall))],
+    )
+
+
+def test_the_summary_gives_min_median_max_and_ratios_within_each_run() -> None:
+    runs = [_run(1, 4.0, 8.0, 10.0, 8.0), _run(2, 5.0, 15.0, 10.0, 9.0), _run(3, 3.0, 6.0, 10, 7)]
+    summary = summarize(runs, {"profile": "latest", "workers": 2})
+    assert spread([3, 1, 2]) == (1, 2, 3)
+    assert summary["start_ratio"] == (2.0, 2.0, 3.0)
+    assert summary["overhead"] == pytest.approx((0.1, 0.2, 0.3))
+    text = table(summary)
+    assert "| **start / bare control plane** | | 2.00x / 2.00x / 3.00x |" in text
+    assert "| P-1 | 10.0 / 10.0 / 10.0 | 7.0 / 8.0 / 9.0 | 10% / 20% / 30% |" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["bench", "--runs", "0"], "0 runs: give 1 or more"),
+        (["bench", "--runs", "many"], "'many' is not a number of runs"),
+        (["bench", "-n", "-1"], "-1 workers: give 0 (serial) or more"),
+    ],
+)
+def test_bad_bench_arguments_are_refused(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_bench_outside_the_checkout_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "no conformance suite in" in line
+
+
+STAND_IN = """
+import pytest
+from pathlib import Path
+from trainjob_conformance.cluster.handle import ClusterHandle
+
+@pytest.fixture(scope="session")
+def trainjob_cluster():
+    return ClusterHandle(provider="stand-in", kubeconfig=Path("/nonexistent"),
+                         versions={"trainer": "v2.3.0"})
+"""
+CATALOG = """
+TJ-X-001:
+  title: t
+  statement: s
+  source: src
+  trainer: ">=2.0.0"
+"""
+
+
+def test_the_plugin_records_each_policy_test_s_durations(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", policies=CATALOG)
+    pytester.makeconftest(STAND_IN)
+    pytester.makepyfile(
+        """
+import pytest
+@pytest.mark.policy("TJ-X-001")
+def test_policy():
+    pass
+
+def test_not_a_policy():
+    pass
+"""
+    )
+    result = pytester.runpytest(
+        "--trainjob-catalog=policies.yaml", "--trainjob-timeline=out/timeline.json"
+    )
+    result.assert_outcomes(passed=2)
+    (row,) = json.loads((pytester.path / "out" / "timeline.json").read_text())["tests"]
+    assert row["policy"] == "TJ-X-001" and row["result"] == "pass"
+    assert {"setup", "call", "teardown"} <= set(row)
+
+
+def test_a_timeline_among_the_result_files_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", policies=CATALOG)
+    result = pytester.runpytest(
+        "--trainjob-catalog=policies.yaml",
+        "--trainjob-report=reports",
+        "--trainjob-timeline=reports/timeline.json",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--trainjob-timeline*is in the report directory*"])
