@@ -16,6 +16,7 @@ from trainjob_conformance.cluster.host_controllers import (
     Launch,
     Ports,
 )
+from trainjob_conformance.cluster.isolated_managers import starter_for
 from trainjob_conformance.cluster.manifests import (
     KUEUE_NAMESPACE,
     crds,
@@ -24,6 +25,7 @@ from trainjob_conformance.cluster.manifests import (
 )
 from trainjob_conformance.cluster.ports import LOOPBACK
 from trainjob_conformance.cluster.processes import (
+    HostProcess,
     RunOwnership,
     reap_abandoned,
     register_cleanup,
@@ -149,9 +151,16 @@ class EmbeddedStackCluster:
             directory = self.run_dir / name
             directory.mkdir(parents=True, exist_ok=True)
             binary = binaries[_BINARY[name]]
-            self.controllers[name] = STARTERS[name](
+            start = starter_for(name, sources[name], STARTERS[name])
+            self.controllers[name] = start(
                 Launch(
-                    binary, kubeconfig, ca, directory, ports[name], RunOwnership.of(self.run_dir)
+                    binary,
+                    kubeconfig,
+                    ca,
+                    directory,
+                    ports[name],
+                    RunOwnership.of(self.run_dir),
+                    sources[name],
                 )
             )
         for controller in self.controllers.values():
@@ -160,8 +169,10 @@ class EmbeddedStackCluster:
         # Webhooks only once their servers listen: with failurePolicy Fail, an
         # earlier registration would block Jobs and Pods cluster-wide.
         for name in _CONTROLLERS:
+            # The CA of the manager's own serving certificate (a pre-seeded
+            # rotator's CA differs from the cluster's).
             for config in webhook_configurations(
-                sources[name], name, ports[name].webhook, ca.ca_pem
+                sources[name], name, ports[name].webhook, self.controllers[name].ca_pem
             ):
                 kube.apply(config)
         kube.apply(_torch_runtime(sources["trainer"]))
@@ -171,6 +182,7 @@ class EmbeddedStackCluster:
         probes: list[Probe] = []
         for name, controller in self.controllers.items():
             probes.append(_process_probe(controller))
+            probes.extend(_helper_probe(name, helper) for helper in controller.helpers)
             probes.append(
                 tls_endpoint_probe(
                     f"{name} webhook server",
@@ -211,7 +223,8 @@ class EmbeddedStackCluster:
         if self.control_plane is not None:
             unregister_cleanup(self.control_plane.down)
         for controller in self.controllers.values():
-            unregister_cleanup(controller.process.stop)
+            for process in (controller.process, *controller.helpers):
+                unregister_cleanup(process.stop)
         if self.owner is not None:
             self.owner.detach()
             self.owner = None
@@ -223,7 +236,7 @@ class EmbeddedStackCluster:
             self.watch = None
         # Managers first, so none of them reconciles against a dying API server.
         for name in reversed(list(self.controllers)):
-            self.controllers[name].process.stop()
+            self.controllers[name].stop()
         self.controllers.clear()
         if self.control_plane is not None:
             self.control_plane.down()
@@ -241,6 +254,16 @@ def _process_probe(controller: HostController) -> Probe:
         if ended is None:
             return None
         return Breakage(f"{controller.component} manager", ended, controller.process.log_tail(15))
+
+    return probe
+
+
+def _helper_probe(component: str, helper: HostProcess) -> Probe:
+    def probe() -> Breakage | None:
+        ended = helper.exit_description()
+        if ended is None:
+            return None
+        return Breakage(f"{component} {helper.name}", ended, helper.log_tail(15))
 
     return probe
 

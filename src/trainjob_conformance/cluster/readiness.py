@@ -15,6 +15,7 @@ from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
+from trainjob_conformance.kube.kinds import RESOURCE_FLAVOR
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 
 PROBE_NAMESPACE = "default"
@@ -53,7 +54,7 @@ def standard_probes() -> list[AdmissionProbe]:
         AdmissionProbe(
             "Kueue ResourceFlavor webhooks",
             {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "apiVersion": RESOURCE_FLAVOR.api_version,
                 "kind": "ResourceFlavor",
                 "metadata": {"name": "readiness-probe"},
             },

@@ -24,6 +24,7 @@ from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
 from trainjob_conformance.cluster.stack_watch import StackBroken
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.interrupts import ignore_interrupts, raise_interrupt_on_termination
+from trainjob_conformance.kube.kinds import RESOURCE_FLAVOR
 from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.plugin import results
 from trainjob_conformance.plugin.fixtures import training_runtime  # noqa: F401  (a fixture)
@@ -275,8 +276,10 @@ def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> Iterator[None]:
 def _trainjob_project_templates(
     trainjob_cluster: ClusterHandle, pytestconfig: pytest.Config
 ) -> TemplateSet:
-    shape = detect_shape(trainjob_spec_properties(trainjob_cluster.kube))
-    return TemplateSet(pytestconfig.stash[_SETTINGS_KEY].templates, shape)
+    kube = trainjob_cluster.kube
+    shape = detect_shape(trainjob_spec_properties(kube))
+    kueue = kube.concrete(RESOURCE_FLAVOR.api_version)
+    return TemplateSet(pytestconfig.stash[_SETTINGS_KEY].templates, shape, kueue)
 
 
 @pytest.fixture
