@@ -119,6 +119,7 @@ def seed(spec: RotatorSpec, directory: Path) -> RotatorSeed:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(_usage(cert_sign=True), critical=True)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(spec.ca_name)]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
         .sign(ca_key, hashes.SHA256())
     )
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -133,6 +134,9 @@ def seed(spec: RotatorSpec, directory: Path) -> RotatorSeed:
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_usage(cert_sign=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
         .add_extension(
             x509.SubjectAlternativeName(
                 [
