@@ -48,6 +48,10 @@ def test_nothing_the_session_run_started_listens_beyond_loopback(trainjob_cluste
         pytest.skip("only a cluster this run started has processes to inspect")
     found, _ = audit_run(trainjob_cluster.run_dir)
     assert_loopback_only(found)
+    # A profile with the training-operator (v1.9.x binds every interface) runs it isolated.
+    if "training-operator" in trainjob_cluster.versions:
+        isolated = {x.name for x in found.isolated()}
+        assert "training-operator" in isolated, f"not isolated; isolated: {sorted(isolated)}"
 
 
 @pytest.fixture

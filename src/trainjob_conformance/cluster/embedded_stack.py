@@ -32,7 +32,11 @@ from trainjob_conformance.cluster.processes import (
     unregister_cleanup,
 )
 from trainjob_conformance.cluster.provider import startup_errors
-from trainjob_conformance.cluster.readiness import standard_probes, wait_for_admission
+from trainjob_conformance.cluster.readiness import (
+    standard_probes,
+    training_operator_probes,
+    wait_for_admission,
+)
 from trainjob_conformance.cluster.stack_watch import (
     HEALTH_FILE,
     Breakage,
@@ -52,10 +56,13 @@ from trainjob_conformance.stack.profiles import Profile
 # Start order matters: the Trainer needs the JobSet CRD and API, Kueue's
 # TrainJob integration needs both.
 _CONTROLLERS = ("jobset", "trainer", "kueue")
+# Managers a profile may add (the previous generation, for the TO-* policies).
+_OPTIONAL_CONTROLLERS = ("training-operator",)
 _BINARY = {
     "jobset": "jobset-controller-manager",
     "trainer": "trainer-controller-manager",
     "kueue": "kueue",
+    "training-operator": "training-operator",
 }
 _NAMESPACES = ("jobset-system", "kubeflow-system", KUEUE_NAMESPACE)
 _TORCH_RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
@@ -129,14 +136,15 @@ class EmbeddedStackCluster:
     def _install_stack(self, binaries: dict[str, Path], kubeconfig: Path) -> None:
         kube = Kube(api_client_for(kubeconfig))
         ca = CertificateAuthority(self.run_dir / "pki")
-        sources = {name: module_source(name, self.profile.version(name)) for name in _CONTROLLERS}
-        ports = {name: Ports.pick() for name in _CONTROLLERS}
+        controllers = _CONTROLLERS + tuple(c for c in _OPTIONAL_CONTROLLERS if self.profile.has(c))
+        sources = {name: module_source(name, self.profile.version(name)) for name in controllers}
+        ports = {name: Ports.pick() for name in controllers}
         for namespace in _NAMESPACES:
             kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
 
         # CRDs before the managers: each indexes its kinds at start and exits without them.
         crd_names = []
-        for name in _CONTROLLERS:
+        for name in controllers:
             for crd in crds(sources[name], name, ports[name].webhook, ca.ca_pem):
                 kube.apply(crd)
                 crd_names.append(crd["metadata"]["name"])
@@ -147,11 +155,11 @@ class EmbeddedStackCluster:
             retry_on=(ApiError,),
         )
 
-        for name in _CONTROLLERS:
+        for name in controllers:
             directory = self.run_dir / name
             directory.mkdir(parents=True, exist_ok=True)
             binary = binaries[_BINARY[name]]
-            start = starter_for(name, sources[name], STARTERS[name])
+            start = starter_for(name, sources[name], STARTERS.get(name))
             self.controllers[name] = start(
                 Launch(
                     binary,
@@ -168,7 +176,7 @@ class EmbeddedStackCluster:
 
         # Webhooks only once their servers listen: with failurePolicy Fail, an
         # earlier registration would block Jobs and Pods cluster-wide.
-        for name in _CONTROLLERS:
+        for name in controllers:
             # The CA of the manager's own serving certificate (a pre-seeded
             # rotator's CA differs from the cluster's).
             for config in webhook_configurations(
@@ -176,7 +184,10 @@ class EmbeddedStackCluster:
             ):
                 kube.apply(config)
         kube.apply(_torch_runtime(sources["trainer"]))
-        wait_for_admission(kube, standard_probes(), timeout=60, log_tails=self._log_tails)
+        probes = standard_probes()
+        if "training-operator" in controllers:
+            probes += training_operator_probes()
+        wait_for_admission(kube, probes, timeout=60, log_tails=self._log_tails)
 
     def _watch_probes(self) -> list[Probe]:
         probes: list[Probe] = []

@@ -155,6 +155,17 @@ PRODUCTS: dict[str, ProductManifests] = {
         selectors=_trainer_selectors,
         selector_patch=("manifests/base/webhook/patch_validating.yaml", "objectSelector"),
     ),
+    # The previous generation: its validator's name is the one its rotator
+    # writes the CA into (cmd/training-operator.v1/main.go webhookConfigurationName).
+    "training-operator": ProductManifests(
+        component="training-operator",
+        crd_dir="manifests/base/crds",
+        crd_kustomization=None,
+        webhook_file="manifests/base/webhook/manifests.yaml",
+        config_names={
+            "ValidatingWebhookConfiguration": "validator.training-operator.kubeflow.org",
+        },
+    ),
 }
 
 

@@ -91,6 +91,32 @@ def standard_probes() -> list[AdmissionProbe]:
     ]
 
 
+PYTORCHJOB_VALIDATOR = "validator.pytorchjob.training-operator.kubeflow.org"
+
+
+def training_operator_probes() -> list[AdmissionProbe]:
+    """The training-operator's PyTorchJob validator, judging: an unknown managedBy is denied."""
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "readiness-probe", "namespace": UNMANAGED_PROBE_NAMESPACE},
+        "spec": {
+            "runPolicy": {"managedBy": "trainjob-conformance.kubeflow.org/no-such-manager"},
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "template": {"spec": {"containers": [{**_container(), "name": "pytorch"}]}},
+                }
+            },
+        },
+    }
+    return [
+        AdmissionProbe(
+            "training-operator PyTorchJob validator (negative)", job, denied_by=PYTORCHJOB_VALIDATOR
+        )
+    ]
+
+
 def _answered(kube: Kube, probe: AdmissionProbe) -> tuple[bool, str]:
     try:
         kube.create(probe.manifest, dry_run=True)

@@ -247,7 +247,12 @@ def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
             f"{request.node.nodeid} uses trainjob_policy without a policy marker"
         )
     cluster: ClusterHandle = request.getfixturevalue("trainjob_cluster")
-    context = PolicyContext(_catalog(request.config)[policy_id], cluster.versions["trainer"])
+    policy = _catalog(request.config)[policy_id]
+    if policy.component not in cluster.versions:
+        pytest.skip(
+            f"{policy_id} is about {policy.component_name}, which this cluster does not run"
+        )
+    context = PolicyContext(policy, cluster.versions[policy.component])
     request.node.stash[_CONTEXT_KEY] = context
     return context
 
@@ -260,14 +265,17 @@ def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     context: PolicyContext = request.getfixturevalue("trainjob_policy")
     if context.outcome is Outcome.NOT_APPLICABLE:
-        pytest.skip(f"{policy_id} does not apply to Trainer {context.trainer_version}")
+        pytest.skip(
+            f"{policy_id} does not apply to {context.policy.component_name} "
+            f"{context.trainer_version}"
+        )
     yield
     if context.outcome is Outcome.KNOWN_GAP and not context.judged:
         report = getattr(request.node, "_trainjob_call_report", None)
         if report is not None and report.passed:
             raise pytest.UsageError(
-                f"{request.node.nodeid}: {policy_id} is a known gap on Trainer "
-                f"{context.trainer_version}, but the test never entered its "
+                f"{request.node.nodeid}: {policy_id} is a known gap on "
+                f"{context.policy.component_name} {context.trainer_version}, but the test never entered its "
                 "`with trainjob_policy.holds():` block, so the gap cannot be judged"
             )
 
