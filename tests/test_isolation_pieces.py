@@ -294,3 +294,15 @@ def test_kueue_manifests_are_rendered_in_the_served_version(version, path):
     assert spec == {"locationType": "Secret", "location": "worker-secret"}
     flavor = templates.render_one("resourceflavor", name="f")
     assert flavor["apiVersion"] == version
+
+
+def test_without_root_an_optional_manager_is_left_out_saying_why(monkeypatch, capsys):
+    from trainjob_conformance.cluster import embedded_stack
+
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    assert embedded_stack._can_isolate("training-operator") is False
+    captured = capsys.readouterr()
+    said = captured.err + captured.out
+    assert "training-operator left out" in said and "needs root" in said
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
+    assert embedded_stack._can_isolate("training-operator") is True

@@ -23,6 +23,7 @@ from trainjob_conformance.cluster.manifests import (
     load_documents,
     webhook_configurations,
 )
+from trainjob_conformance.cluster.netns import require_namespaces
 from trainjob_conformance.cluster.ports import LOOPBACK
 from trainjob_conformance.cluster.processes import (
     HostProcess,
@@ -119,7 +120,12 @@ class EmbeddedStackCluster:
         handle = ClusterHandle(
             provider="embedded",
             kubeconfig=kubeconfig,
-            versions=dict(self.profile.versions),
+            # An optional manager left out (no root) is not claimed: its policies skip.
+            versions={
+                k: v
+                for k, v in self.profile.versions.items()
+                if k not in _OPTIONAL_CONTROLLERS or k in self.controllers
+            },
             log_files={name: c.log_file for name, c in self.controllers.items()},
             profile=self.profile.name,
             run_dir=self.run_dir,
@@ -136,7 +142,9 @@ class EmbeddedStackCluster:
     def _install_stack(self, binaries: dict[str, Path], kubeconfig: Path) -> None:
         kube = Kube(api_client_for(kubeconfig))
         ca = CertificateAuthority(self.run_dir / "pki")
-        controllers = _CONTROLLERS + tuple(c for c in _OPTIONAL_CONTROLLERS if self.profile.has(c))
+        controllers = _CONTROLLERS + tuple(
+            c for c in _OPTIONAL_CONTROLLERS if self.profile.has(c) and _can_isolate(c)
+        )
         sources = {name: module_source(name, self.profile.version(name)) for name in controllers}
         ports = {name: Ports.pick() for name in controllers}
         for namespace in _NAMESPACES:
@@ -267,6 +275,17 @@ def _process_probe(controller: HostController) -> Probe:
         return Breakage(f"{controller.component} manager", ended, controller.process.log_tail(15))
 
     return probe
+
+
+def _can_isolate(component: str) -> bool:
+    """An optional manager that binds every interface runs only where it can be isolated;
+    elsewhere the stack goes without it, and says so."""
+    try:
+        require_namespaces(f"{component} binds its webhook server on every interface")
+    except ConformanceError as error:
+        say(f"{component} left out: {error}")
+        return False
+    return True
 
 
 def _helper_probe(component: str, helper: HostProcess) -> Probe:
