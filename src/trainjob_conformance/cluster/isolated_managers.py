@@ -55,6 +55,7 @@ class PortOnlyRelease:
     # How a Pod overrides that namespace: an environment variable the harness
     # sets to the same value, or None for the service-account file.
     namespace_env: str | None
+    extra_args: tuple[str, ...] = ()
 
     def takes_only_a_port(self, source: Path) -> bool:
         path = source / self.main
@@ -74,6 +75,8 @@ TRAINING_OPERATOR_V1 = PortOnlyRelease(
     cert="pkg/cert/cert.go",
     namespace_const="defaultOperatorNamespace",
     namespace_env="MY_POD_NAMESPACE",
+    # The kind the TO-* policies use; its CRD and webhook are the ones installed.
+    extra_args=("--enable-scheme=pytorchjob",),
 )
 PORT_ONLY = {release.component: release for release in (TRAINER_V2_0, TRAINING_OPERATOR_V1)}
 
@@ -176,6 +179,7 @@ def start_isolated(release: PortOnlyRelease, launch: Launch) -> HostController:
             f"--health-probe-bind-address={LOOPBACK}:{ports.health}",
             "--metrics-bind-address=0",
             "--leader-elect=false",
+            *release.extra_args,
         ]
         env = {**os.environ, **extra_env, "TMPDIR": tmpdir}
         if release.namespace_env is not None:
