@@ -43,6 +43,20 @@ def as_on_a_fresh_cluster(kube, document):
     return kube.replace(replacement, dry_run=True)
 
 
+def drops_a_stored_version(kube, document):
+    """A CRD of an older release that lacks a version the running cluster already stores
+    (Kueue v0.14 serves only v1beta1; the cluster's Kueue stores v1beta2). The API server
+    refuses that replacement, as it should; a fresh cluster would simply create it."""
+    if document["kind"] != "CustomResourceDefinition":
+        return False
+    try:
+        current = kube.get(document["apiVersion"], document["kind"], document["metadata"]["name"])
+    except NotFound:
+        return False
+    stored = set((current.get("status") or {}).get("storedVersions") or [])
+    return not stored <= {v["name"] for v in document["spec"]["versions"]}
+
+
 @pytest.mark.parametrize("profile_name", profile_names())
 def test_kind_install_manifests_pass_a_server_side_dry_run(trainjob_cluster, profile_name):
     profile = load_profile(profile_name)
@@ -65,6 +79,9 @@ def test_kind_install_manifests_pass_a_server_side_dry_run(trainjob_cluster, pro
             if group in STACK_GROUPS and not same_stack:
                 left_out[document["kind"]] += 1
                 continue
+            if drops_a_stored_version(kube, document):
+                left_out["CustomResourceDefinition (older than the cluster's)"] += 1
+                continue
             judged[document["kind"]] += 1
             try:
                 as_on_a_fresh_cluster(kube, document)
@@ -74,6 +91,7 @@ def test_kind_install_manifests_pass_a_server_side_dry_run(trainjob_cluster, pro
 
     print(
         f"{profile_name}: {sum(judged.values())} documents dry-run {dict(judged)}; "
-        f"left out (custom resources of other CRD versions): {dict(left_out)}"
+        f"left out (custom resources of other CRD versions, CRDs that would drop a version "
+        f"the cluster stores): {dict(left_out)}"
     )
     assert not refused, "\n".join(refused)

@@ -151,17 +151,25 @@ def test_waiting_trainjob_runs_once_the_first_finishes(
     wait_running(view, "second", 2)
 
 
-def watch_tas_placement(view, runtime, queue):
+# Kueue's topology ungater lists the Pods of a PodSet by this label
+# (pkg/controller/tas/topology_ungater.go); the job integration puts it on them.
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+
+
+def submit_tas(view, runtime, queue):
+    """Submit TrainJob `tas`; returns the resourceVersion to watch its Pods from, and
+    their versions once both exist."""
     since = pods_resource_version(view)
     submit(view, runtime, queue, "tas")
+    created = watch_pods(view, "tas", since, lambda h: len(h) == 2, "the 2 Pods of TrainJob tas")
+    return since, created
 
-    def all_placed(history):
-        latest = [versions[-1] for versions in history.values()]
-        return len(latest) == 2 and all(
-            TOPOLOGY_GATE not in gate_names(p["spec"]) and p["spec"].get("nodeName") for p in latest
-        )
 
-    return watch_pods(view, "tas", since, all_placed, "2 Pods ungated by Kueue and bound")
+def all_placed(history):
+    latest = [versions[-1] for versions in history.values()]
+    return len(latest) == 2 and all(
+        TOPOLOGY_GATE not in gate_names(p["spec"]) and p["spec"].get("nodeName") for p in latest
+    )
 
 
 @pytest.mark.policy("KQ-TAS-001")
@@ -173,35 +181,55 @@ def test_tas_pods_are_created_behind_the_topology_gate(
     queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
-    history = watch_tas_placement(view, runtime, queue)
+    _, created = submit_tas(view, runtime, queue)
 
-    for name, versions in history.items():
+    for name, versions in created.items():
         assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
         assert not versions[0]["spec"].get("nodeName"), f"{name} was created bound"
 
 
 @pytest.mark.policy("KQ-TAS-002")
 def test_kueue_ungates_tas_pods_into_one_topology_domain(
-    trainjob_view, trainjob_templates, training_runtime, kueue_queue, tas_topology
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology
 ):
     view = trainjob_view
     topology, level = tas_topology
     queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
-    history = watch_tas_placement(view, runtime, queue)
+    since, created = submit_tas(view, runtime, queue)
+    workload = wait_admitted(view, "tas")
+    assigned = [
+        a["name"]
+        for a in workload["status"]["admission"]["podSetAssignments"]
+        if a.get("topologyAssignment")
+    ]
+    assert assigned, "Kueue admitted the Workload without a topology assignment"
+    trainjob_policy.gap_exercised(
+        f"Kueue admitted the Workload with a topology assignment for {assigned} "
+        "while its Pods wait behind the topology gate"
+    )
 
-    domains = set()
-    for name, versions in history.items():
-        gated = [TOPOLOGY_GATE in gate_names(v["spec"]) for v in versions]
-        ungated_at = gated.index(False)
-        assert ungated_at > 0 and all(gated[:ungated_at]), f"{name}: gate order {gated}"
-        placement = versions[ungated_at]["spec"].get("nodeSelector") or {}
-        assert HOSTNAME in placement, f"{name} was ungated without a node placement: {placement}"
-        node = view.kube.get(*NODE, versions[-1]["spec"]["nodeName"])["metadata"]
-        assert node["name"] == placement[HOSTNAME], name
-        domains.add(node["labels"][level])
-    assert len(domains) == 1, f"the Pods span {level} domains {sorted(domains)}"
+    with trainjob_policy.holds():
+        for name, versions in created.items():
+            labels = versions[-1]["metadata"].get("labels") or {}
+            assert PODSET_LABEL in labels, (
+                f"{name} lacks the {PODSET_LABEL} label by which Kueue finds the Pods to ungate"
+            )
+        history = watch_pods(view, "tas", since, all_placed, "2 Pods ungated by Kueue and bound")
+        domains = set()
+        for name, versions in history.items():
+            gated = [TOPOLOGY_GATE in gate_names(v["spec"]) for v in versions]
+            ungated_at = gated.index(False)
+            assert ungated_at > 0 and all(gated[:ungated_at]), f"{name}: gate order {gated}"
+            placement = versions[ungated_at]["spec"].get("nodeSelector") or {}
+            assert HOSTNAME in placement, (
+                f"{name} was ungated without a node placement: {placement}"
+            )
+            node = view.kube.get(*NODE, versions[-1]["spec"]["nodeName"])["metadata"]
+            assert node["name"] == placement[HOSTNAME], name
+            domains.add(node["labels"][level])
+        assert len(domains) == 1, f"the Pods span {level} domains {sorted(domains)}"
 
 
 @pytest.mark.policy("KQ-PODSET-001")

@@ -71,3 +71,46 @@ def test_forbidden_message_names_the_field_of_each_release():
     assert policy.expected("forbidden_message", "v2.0.1").startswith("PodSpecOverrides")
     assert policy.expected("forbidden_message", "v2.1.0").startswith("PodTemplateOverrides")
     assert policy.expected("forbidden_message", "v2.3.0").endswith("before or after the update")
+
+
+def test_a_policy_names_its_component_by_its_range_key(tmp_path):
+    path = tmp_path / "catalog.yaml"
+    path.write_text(
+        "TO-X:\n  title: t\n  statement: s\n  source: src\n  training-operator: '>=1.9.0'\n"
+        "  expectations:\n    - training-operator: '<1.9.3'\n      outcome: known-gap\n"
+        "      reference: r\n"
+    )
+    policy = load_catalog(path)["TO-X"]
+    assert (policy.component, policy.component_name) == ("training-operator", "training-operator")
+    assert policy.outcome("v1.9.2") is Outcome.KNOWN_GAP
+    assert policy.outcome("v1.9.3") is Outcome.HOLDS
+    assert policy.outcome("v1.8.1") is Outcome.NOT_APPLICABLE
+
+
+@pytest.mark.parametrize(
+    ("ranges", "message"),
+    [
+        ("", "lacks trainer"),
+        ("  trainer: '>=2.0.0'\n  training-operator: '>=1.9.0'\n", "exactly one release range"),
+        (
+            "  training-operator: '>=1.9.0'\n  expectations:\n    - trainer: '>=2.0.0'\n",
+            "each expectation needs a training-operator range",
+        ),
+    ],
+)
+def test_a_policy_without_one_release_range_is_refused_in_one_line(tmp_path, ranges, message):
+    path = tmp_path / "catalog.yaml"
+    path.write_text(f"X-1:\n  title: t\n  statement: s\n  source: src\n{ranges}")
+    with pytest.raises(ConformanceError, match=message) as refused:
+        load_catalog(path)
+    assert "\n" not in str(refused.value)
+
+
+def test_every_training_operator_policy_applies_to_the_pinned_release():
+    from trainjob_conformance.stack.profiles import load_profile
+
+    pinned = load_profile("latest").version("training-operator")
+    to_policies = [p for p in load_catalog(CATALOG).values() if p.component == "training-operator"]
+    assert to_policies
+    assert all(p.outcome(pinned) is not Outcome.NOT_APPLICABLE for p in to_policies)
+    assert load_catalog(CATALOG)["TO-MB-004"].outcome(pinned) is Outcome.KNOWN_GAP

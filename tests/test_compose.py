@@ -85,7 +85,10 @@ def test_the_report_header_says_what_it_is_composed_from() -> None:
     assert describe(profile.name) == "composed from latest: kueue v0.16.6"
     header = markdown([report]).splitlines()[2]
     assert header.startswith("- **latest+kueue=v0.16.6** (embedded")
-    assert "kueue v0.16.6, trainer v2.3.0; composed from latest: kueue v0.16.6." in header
+    assert (
+        "kueue v0.16.6, trainer v2.3.0, training-operator v1.9.3; composed from latest: kueue v0.16.6."
+        in header
+    )
     assert "composed from latest: kueue v0.16.6" in html_page([report])
     assert describe("latest") == ""
 

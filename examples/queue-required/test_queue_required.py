@@ -28,7 +28,11 @@ def queue_policy(trainjob_view, trainjob_templates, training_runtime):
         try:
             view.kube.create(probe, dry_run=True)
         except Rejected as refused:
-            return "probe" in refused.message
+            # Our policy's own denial of the probe, not any refusal (whose
+            # message would name the TrainJob "probe" too).
+            return f"with binding '{view.namespace}'" in refused.message and (
+                refused.message.endswith("denied request: probe")
+            )
         return False
 
     view.wait("our admission policy to be in force", in_force, timeout=30)

@@ -19,22 +19,29 @@ from trainjob_conformance.cluster.host_controllers import (
     Launch,
     Ports,
 )
+from trainjob_conformance.cluster.isolated_managers import starter_for
 from trainjob_conformance.cluster.manifests import (
     KUEUE_NAMESPACE,
     crds,
     load_documents,
     webhook_configurations,
 )
+from trainjob_conformance.cluster.netns import require_namespaces
 from trainjob_conformance.cluster.phases import PHASES_FILE, PhaseClock
 from trainjob_conformance.cluster.ports import LOOPBACK
 from trainjob_conformance.cluster.processes import (
+    HostProcess,
     RunOwnership,
     reap_abandoned,
     register_cleanup,
     unregister_cleanup,
 )
 from trainjob_conformance.cluster.provider import startup_errors
-from trainjob_conformance.cluster.readiness import standard_probes, wait_for_admission
+from trainjob_conformance.cluster.readiness import (
+    standard_probes,
+    training_operator_probes,
+    wait_for_admission,
+)
 from trainjob_conformance.cluster.stack_watch import (
     HEALTH_FILE,
     Breakage,
@@ -52,13 +59,21 @@ from trainjob_conformance.stack.gobuild import build_profile, module_source
 from trainjob_conformance.stack.profiles import Profile
 
 _CONTROLLERS = ("jobset", "trainer", "kueue")
+# Managers a profile may add (the previous generation, for the TO-* policies).
+_OPTIONAL_CONTROLLERS = ("training-operator",)
 # Whose CRDs each manager needs Established before it starts: the Trainer
 # needs the JobSet CRD and API, Kueue's TrainJob integration needs both.
-_NEEDS = {"jobset": ("jobset",), "trainer": ("jobset", "trainer"), "kueue": _CONTROLLERS}
+_NEEDS = {
+    "jobset": ("jobset",),
+    "trainer": ("jobset", "trainer"),
+    "kueue": _CONTROLLERS,
+    "training-operator": ("training-operator",),
+}
 _BINARY = {
     "jobset": "jobset-controller-manager",
     "trainer": "trainer-controller-manager",
     "kueue": "kueue",
+    "training-operator": "training-operator",
 }
 _NAMESPACES = ("jobset-system", "kubeflow-system", KUEUE_NAMESPACE)
 _TORCH_RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
@@ -140,7 +155,12 @@ class EmbeddedStackCluster:
         handle = ClusterHandle(
             provider="embedded",
             kubeconfig=kubeconfig,
-            versions=dict(self.profile.versions),
+            # An optional manager left out (no root) is not claimed: its policies skip.
+            versions={
+                k: v
+                for k, v in self.profile.versions.items()
+                if k not in _OPTIONAL_CONTROLLERS or k in self.controllers
+            },
             log_files={name: c.log_file for name, c in self.controllers.items()},
             profile=self.profile.name,
             run_dir=self.run_dir,
@@ -156,17 +176,17 @@ class EmbeddedStackCluster:
 
     def _plan(self, binaries: dict[str, Path]) -> _Plan:
         ca = CertificateAuthority(self.run_dir / "pki")
-        sources = {name: module_source(name, self.profile.version(name)) for name in _CONTROLLERS}
-        ports = {name: Ports.pick() for name in _CONTROLLERS}
+        controllers = _CONTROLLERS + tuple(
+            c for c in _OPTIONAL_CONTROLLERS if self.profile.has(c) and _can_isolate(c)
+        )
+        sources = {name: module_source(name, self.profile.version(name)) for name in controllers}
+        ports = {name: Ports.pick() for name in controllers}
         return _Plan(
             binaries=binaries,
             ca=ca,
             ports=ports,
-            crds={n: crds(sources[n], n, ports[n].webhook, ca.ca_pem) for n in _CONTROLLERS},
-            webhooks={
-                n: webhook_configurations(sources[n], n, ports[n].webhook, ca.ca_pem)
-                for n in _CONTROLLERS
-            },
+            crds={n: crds(sources[n], n, ports[n].webhook, ca.ca_pem) for n in controllers},
+            sources=sources,
             runtime=_torch_runtime(sources["trainer"]),
         )
 
@@ -192,14 +212,15 @@ class EmbeddedStackCluster:
                 kube.apply(
                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
                 )
-        applied = {name: threading.Event() for name in _CONTROLLERS}
-        established = {name: threading.Event() for name in _CONTROLLERS}
+        controllers = tuple(plan.sources)
+        applied = {name: threading.Event() for name in controllers}
+        established = {name: threading.Event() for name in controllers}
         tasks = self._tasks
         applied_from = clock.now()
 
         def create_crds() -> None:
             # CRDs before the managers: each indexes its kinds at start and exits without them.
-            for name in _CONTROLLERS:
+            for name in controllers:
                 for crd in plan.crds[name]:
                     tasks.check()
                     _create_crd(kube, crd)
@@ -224,14 +245,18 @@ class EmbeddedStackCluster:
             controller.wait_ready(abort=tasks.check)
             clock.record(f"{name} manager ready", launched)
             with clock.phase(f"{name} webhooks registered"):
-                for config in plan.webhooks[name]:
+                # The CA of the manager's own serving certificate (a pre-seeded
+                # rotator's CA differs from the cluster's).
+                for config in webhook_configurations(
+                    plan.sources[name], name, plan.ports[name].webhook, controller.ca_pem
+                ):
                     kube.apply(config)
             if name == "trainer":
                 with clock.phase("runtime applied"):
                     kube.apply(plan.runtime)
 
         tasks.start("crds", create_crds)
-        for name in _CONTROLLERS:
+        for name in controllers:
             tasks.start(name, lambda name=name: bring_up(name))
         nodes_from = clock.now()
         try:
@@ -243,9 +268,12 @@ class EmbeddedStackCluster:
             tasks.failed(error)
         tasks.join()
         with clock.phase("admission probes"):
+            probes = standard_probes()
+            if "training-operator" in controllers:
+                probes += training_operator_probes()
             wait_for_admission(
                 kube,
-                standard_probes(),
+                probes,
                 timeout=60,
                 log_tails=self._log_tails,
                 phases=clock,
@@ -262,17 +290,20 @@ class EmbeddedStackCluster:
             directory,
             plan.ports[name],
             RunOwnership.of(self.run_dir),
+            plan.sources[name],
         )
+        start = starter_for(name, plan.sources[name], STARTERS.get(name))
         # Under the lock `down` takes: a manager is either known to `down` or never started.
         with self._launching:
             self._tasks.check()
-            controller = self.controllers[name] = STARTERS[name](launch)
+            controller = self.controllers[name] = start(launch)
         return controller
 
     def _watch_probes(self) -> list[Probe]:
         probes: list[Probe] = []
         for name, controller in self.controllers.items():
             probes.append(_process_probe(controller))
+            probes.extend(_helper_probe(name, helper) for helper in controller.helpers)
             probes.append(
                 tls_endpoint_probe(
                     f"{name} webhook server",
@@ -313,7 +344,8 @@ class EmbeddedStackCluster:
         if self.control_plane is not None:
             unregister_cleanup(self.control_plane.down)
         for controller in self.controllers.values():
-            unregister_cleanup(controller.process.stop)
+            for process in (controller.process, *controller.helpers):
+                unregister_cleanup(process.stop)
         if self.owner is not None:
             self.owner.detach()
             self.owner = None
@@ -327,7 +359,7 @@ class EmbeddedStackCluster:
             self.watch = None
         # Managers first, so none of them reconciles against a dying API server.
         for name in reversed(list(self.controllers)):
-            self.controllers[name].process.stop()
+            self.controllers[name].stop()
         self.controllers.clear()
         if self.control_plane is not None:
             self.control_plane.down()
@@ -345,6 +377,27 @@ def _process_probe(controller: HostController) -> Probe:
         if ended is None:
             return None
         return Breakage(f"{controller.component} manager", ended, controller.process.log_tail(15))
+
+    return probe
+
+
+def _can_isolate(component: str) -> bool:
+    """An optional manager that binds every interface runs only where it can be isolated;
+    elsewhere the stack goes without it, and says so."""
+    try:
+        require_namespaces(f"{component} binds its webhook server on every interface")
+    except ConformanceError as error:
+        say(f"{component} left out: {error}")
+        return False
+    return True
+
+
+def _helper_probe(component: str, helper: HostProcess) -> Probe:
+    def probe() -> Breakage | None:
+        ended = helper.exit_description()
+        if ended is None:
+            return None
+        return Breakage(f"{component} {helper.name}", ended, helper.log_tail(15))
 
     return probe
 
@@ -472,7 +525,8 @@ class _Plan:
     ca: CertificateAuthority
     ports: dict[str, Ports]
     crds: dict[str, list[dict[str, Any]]]
-    webhooks: dict[str, list[dict[str, Any]]]
+    # Per manager, in start order: where its release's manifests are read from.
+    sources: dict[str, Path]
     runtime: dict[str, Any]
 
 

@@ -12,7 +12,7 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +37,36 @@ _READY_POLL = 0.05
 # process alone, through a private mount namespace with /etc overlaid on a
 # tmpfs, so the host's /etc is never written.
 _KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
-_KUEUE_LAUNCHER = r"""
+# Overlays TJC_TARGET (a host directory) with a tmpfs-backed upper layer in the
+# caller's private mount namespace, puts the certificate pair at
+# TJC_CERTS_DEST inside it, and runs the manager. Reads of everything else
+# under TJC_TARGET still see the host's files.
+_OVERLAY_LAUNCHER = r"""
 set -e
 mount -t tmpfs tmpfs "$TJC_OVERLAY"
 mkdir "$TJC_OVERLAY/upper" "$TJC_OVERLAY/work"
-mount -t overlay overlay -o "lowerdir=/etc,upperdir=$TJC_OVERLAY/upper,workdir=$TJC_OVERLAY/work" /etc
-mkdir -p "$TJC_METRICS_CERTS"
-cp "$TJC_CERT_DIR/tls.crt" "$TJC_CERT_DIR/tls.key" "$TJC_METRICS_CERTS/"
+mount -t overlay overlay -o "lowerdir=$TJC_TARGET,upperdir=$TJC_OVERLAY/upper,workdir=$TJC_OVERLAY/work" "$TJC_TARGET"
+mkdir -p "$TJC_CERTS_DEST"
+cp "$TJC_CERT_DIR/tls.crt" "$TJC_CERT_DIR/tls.key" "$TJC_CERTS_DEST/"
 exec "$@"
 """
+
+
+def private_certs_prefix(
+    name: str, target: str, certs_dest: str, cert_dir: Path, directory: Path
+) -> tuple[list[str], dict[str, str]]:
+    """Command prefix and environment that show `cert_dir`'s tls.crt/tls.key at
+    `certs_dest` (under the host directory `target`) to one process only."""
+    overlay = directory / f"{Path(target).name}-overlay"
+    overlay.mkdir(parents=True, exist_ok=True)
+    env = {
+        "TJC_OVERLAY": str(overlay),
+        "TJC_TARGET": target,
+        "TJC_CERTS_DEST": certs_dest,
+        "TJC_CERT_DIR": str(cert_dir),
+    }
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _OVERLAY_LAUNCHER]
+    return [*prefix, name], env
 
 
 @dataclass
@@ -61,11 +82,20 @@ class Ports:
 
 @dataclass
 class HostController:
-    """One running manager: where it listens and where it logs."""
+    """One running manager: where it listens, where it logs, the processes that
+    serve it (forwarders of its network namespace) and the CA its webhooks use."""
 
     component: str
     ports: Ports
     process: HostProcess
+    ca_pem: bytes
+    helpers: list[HostProcess] = field(default_factory=list)
+
+    def stop(self) -> None:
+        """The manager first, then what serves it."""
+        self.process.stop()
+        for helper in reversed(self.helpers):
+            helper.stop()
 
     @property
     def log_file(self) -> Path:
@@ -104,6 +134,7 @@ class Launch:
     directory: Path
     ports: Ports
     owner: RunOwnership
+    source: Path  # the release's Go module: its flags and config types decide how to start it
 
     def unpack(self) -> tuple[Path, Path, CertificateAuthority, Path, Ports]:
         return self.binary, self.kubeconfig, self.ca, self.directory, self.ports
@@ -115,19 +146,31 @@ def _write_config(directory: Path, config: dict[str, Any]) -> Path:
     return path
 
 
+def _struct_has_field(source: Path, types_file: str, struct: str, json_name: str) -> bool:
+    """Whether the release's config type `struct` has the JSON field `json_name`
+    (the decoders are strict: a field the release lacks stops the manager)."""
+    path = source / types_file
+    text = path.read_text() if path.is_file() else ""
+    start = text.find(f"type {struct} struct {{")
+    body = text[start : text.find("\n}", start)] if start >= 0 else ""
+    return f'json:"{json_name}' in body
+
+
 def start_jobset(launch: Launch) -> HostController:
     binary, kubeconfig, ca, directory, ports = launch.unpack()
     cert = ca.issue_serving_cert(directory / "certs", "jobset-webhook")
+    metrics: dict[str, Any] = {"bindAddress": f"{LOOPBACK}:{ports.metrics}"}
+    # From v0.9 the metrics server takes a certDir; v0.8 serves a self-signed one.
+    types = "api/config/v1alpha1/configuration_types.go"
+    if _struct_has_field(launch.source, types, "ControllerMetrics", "certDir"):
+        metrics["certDir"] = str(cert.directory)
     config = _write_config(
         directory,
         {
             "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
             "kind": "Configuration",
             "webhook": {"host": LOOPBACK, "port": ports.webhook, "certDir": str(cert.directory)},
-            "metrics": {
-                "bindAddress": f"{LOOPBACK}:{ports.metrics}",
-                "certDir": str(cert.directory),
-            },
+            "metrics": metrics,
             "health": {"healthProbeBindAddress": f"{LOOPBACK}:{ports.health}"},
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
@@ -135,7 +178,7 @@ def start_jobset(launch: Launch) -> HostController:
     )
     args = [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
     process = HostProcess("jobset", args, directory / "jobset.log", owner=launch.owner).start()
-    return HostController("jobset", ports, process)
+    return HostController("jobset", ports, process, ca.ca_pem)
 
 
 def start_trainer(launch: Launch) -> HostController:
@@ -161,7 +204,7 @@ def start_trainer(launch: Launch) -> HostController:
     process = HostProcess(
         "trainer", args, directory / "trainer.log", env=env, owner=launch.owner
     ).start()
-    return HostController("trainer", ports, process)
+    return HostController("trainer", ports, process, ca.ca_pem)
 
 
 def _kueue_launch_prefix(cert: ServingCert, directory: Path) -> tuple[list[str], dict[str, str]]:
@@ -173,24 +216,15 @@ def _kueue_launch_prefix(cert: ServingCert, directory: Path) -> tuple[list[str],
             "root so the harness can provide it in a private mount namespace, or place any "
             f"tls.crt/tls.key pair there yourself"
         )
-    overlay = directory / "etc-overlay"
-    overlay.mkdir(parents=True, exist_ok=True)
-    env = {
-        "TJC_OVERLAY": str(overlay),
-        "TJC_METRICS_CERTS": _KUEUE_METRICS_CERTS,
-        "TJC_CERT_DIR": str(cert.directory),
-    }
-    prefix = [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        _KUEUE_LAUNCHER,
-        "kueue",
-    ]
-    return prefix, env
+    return private_certs_prefix("kueue", "/etc", _KUEUE_METRICS_CERTS, cert.directory, directory)
+
+
+def _kueue_config_version(source: Path) -> str:
+    """The newest config API the release reads (v1beta2 from Kueue v0.15, v1beta1 before)."""
+    versions = sorted(p.name for p in (source / "apis" / "config").glob("v1beta*") if p.is_dir())
+    if not versions:
+        raise ConformanceError(f"{source} has no apis/config/v1beta*: not a Kueue release")
+    return versions[-1]
 
 
 def start_kueue(launch: Launch) -> HostController:
@@ -199,7 +233,7 @@ def start_kueue(launch: Launch) -> HostController:
     config = _write_config(
         directory,
         {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "apiVersion": f"config.kueue.x-k8s.io/{_kueue_config_version(launch.source)}",
             "kind": "Configuration",
             "namespace": KUEUE_NAMESPACE,
             "leaderElection": {"leaderElect": False},
@@ -220,7 +254,12 @@ def start_kueue(launch: Launch) -> HostController:
     process = HostProcess(
         "kueue", args, directory / "kueue.log", env=env, owner=launch.owner
     ).start()
-    return HostController("kueue", ports, process)
+    return HostController("kueue", ports, process, ca.ca_pem)
 
 
-STARTERS = {"jobset": start_jobset, "trainer": start_trainer, "kueue": start_kueue}
+Starter = Callable[[Launch], HostController]
+STARTERS: dict[str, Starter] = {
+    "jobset": start_jobset,
+    "trainer": start_trainer,
+    "kueue": start_kueue,
+}

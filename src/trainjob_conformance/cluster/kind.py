@@ -27,7 +27,7 @@ from trainjob_conformance.cluster.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.progress import step
-from trainjob_conformance.stack.profiles import Profile
+from trainjob_conformance.stack.profiles import COMPONENT_KEYS, Profile
 
 NODE_IMAGE = "kindest/node:{kubernetes}"
 CONTROLLERS = {
@@ -150,7 +150,9 @@ class KindStackCluster:
         handle = ClusterHandle(
             provider="kind",
             kubeconfig=self.kubeconfig,
-            versions=dict(self.profile.versions),
+            # Only what it installs: the training-operator a profile may add
+            # runs on the embedded cluster alone, so its policies are skipped here.
+            versions={k: v for k, v in self.profile.versions.items() if k in COMPONENT_KEYS},
             profile=self.profile.name,
             run_dir=self.run_dir,
         )

@@ -60,6 +60,11 @@ def _kueue_enabled(webhook: Manifest) -> bool:
     return bool(groups) and groups <= _KUEUE_API_GROUPS
 
 
+def _pytorchjob_only(webhook: Manifest) -> bool:
+    resources = {r for rule in webhook.get("rules", []) for r in rule.get("resources", [])}
+    return "pytorchjobs" in resources
+
+
 def _jobset_selectors(webhook: Manifest) -> dict[str, Any]:
     # config/components/webhook/patches: JobSet's Pod webhooks see only JobSet Pods.
     if webhook["name"] in ("mpod.kb.io", "vpod.kb.io"):
@@ -120,6 +125,8 @@ class ProductManifests:
     # it carries them: a release without it gets none (the Trainer's
     # runtime-validation opt-out arrived in v2.3.0).
     selector_patch: tuple[str, str] | None = None
+    # CRD files to install, when not all under crd_dir are wanted.
+    crd_files: tuple[str, ...] | None = None
 
 
 PRODUCTS: dict[str, ProductManifests] = {
@@ -157,6 +164,22 @@ PRODUCTS: dict[str, ProductManifests] = {
         },
         selectors=_trainer_selectors,
         selector_patch=("manifests/base/webhook/patch_validating.yaml", "objectSelector"),
+    ),
+    # The previous generation: its validator's name is the one its rotator
+    # writes the CA into (cmd/training-operator.v1/main.go webhookConfigurationName).
+    # Only PyTorchJob (the TO-* policies' kind; the manager runs with
+    # --enable-scheme=pytorchjob): each of its CRDs is ~0.6 MB, and all six
+    # would add seconds to every start.
+    "training-operator": ProductManifests(
+        component="training-operator",
+        crd_dir="manifests/base/crds",
+        crd_kustomization=None,
+        webhook_file="manifests/base/webhook/manifests.yaml",
+        config_names={
+            "ValidatingWebhookConfiguration": "validator.training-operator.kubeflow.org",
+        },
+        keep_webhook=_pytorchjob_only,
+        crd_files=("kubeflow.org_pytorchjobs.yaml",),
     ),
 }
 
@@ -198,7 +221,11 @@ def _conversion_patches(source: Path, product: ProductManifests) -> dict[str, Ma
 def crds(source: Path, product_key: str, webhook_port: int, ca_pem: bytes) -> list[Manifest]:
     product = PRODUCTS[product_key]
     crd_dir = source / product.crd_dir
-    files = sorted(crd_dir.glob("*.yaml"))
+    files = sorted(
+        p
+        for p in crd_dir.glob("*.yaml")
+        if product.crd_files is None or p.name in product.crd_files
+    )
     if not files:
         raise ConformanceError(f"no CRDs under {crd_dir}")
     conversions = _conversion_patches(source, product)

@@ -16,6 +16,7 @@ from trainjob_conformance.cluster.phases import PhaseClock
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
+from trainjob_conformance.kube.kinds import RESOURCE_FLAVOR
 from trainjob_conformance.kube.waits import POLL_INTERVAL, WaitTimeout, wait_for
 
 PROBE_NAMESPACE = "default"
@@ -54,7 +55,7 @@ def standard_probes() -> list[AdmissionProbe]:
         AdmissionProbe(
             "Kueue ResourceFlavor webhooks",
             {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "apiVersion": RESOURCE_FLAVOR.api_version,
                 "kind": "ResourceFlavor",
                 "metadata": {"name": "readiness-probe"},
             },
@@ -88,6 +89,32 @@ def standard_probes() -> list[AdmissionProbe]:
             _trainjob(MISSING_RUNTIME, UNMANAGED_PROBE_NAMESPACE),
             denied_by=TRAINER_VALIDATOR,
         ),
+    ]
+
+
+PYTORCHJOB_VALIDATOR = "validator.pytorchjob.training-operator.kubeflow.org"
+
+
+def training_operator_probes() -> list[AdmissionProbe]:
+    """The training-operator's PyTorchJob validator, judging: an unknown managedBy is denied."""
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "readiness-probe", "namespace": UNMANAGED_PROBE_NAMESPACE},
+        "spec": {
+            "runPolicy": {"managedBy": "trainjob-conformance.kubeflow.org/no-such-manager"},
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "template": {"spec": {"containers": [{**_container(), "name": "pytorch"}]}},
+                }
+            },
+        },
+    }
+    return [
+        AdmissionProbe(
+            "training-operator PyTorchJob validator (negative)", job, denied_by=PYTORCHJOB_VALIDATOR
+        )
     ]
 
 

@@ -17,7 +17,9 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
 
+from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.errors import NotFound, api_errors
+from trainjob_conformance.kube.kinds import KNOWN_VERSIONS, SERVED
 from trainjob_conformance.kube.kubeconfig import check_kubeconfig
 
 FIELD_MANAGER = "trainjob-conformance"
@@ -75,6 +77,27 @@ class Kube:
         self._discovery = threading.Lock()
         with api_errors():
             self._dynamic = DynamicClient(api_client)
+        self._served: dict[str, str] = {}
+
+    def served_version(self, group: str) -> str:
+        """The newest version of `group` the harness knows and the cluster serves."""
+        if group not in self._served:
+            answer = self._call(lambda: self._dynamic.request("GET", f"/apis/{group}")).to_dict()
+            served = {v.get("version") for v in (answer or {}).get("versions") or []}
+            known = KNOWN_VERSIONS.get(group, ())
+            found = next((v for v in known if v in served), None)
+            if found is None:
+                raise ConformanceError(
+                    f"the cluster serves {group} in {', '.join(sorted(map(str, served)))}; "
+                    f"this harness reads {', '.join(known)}: use a matching harness version"
+                )
+            self._served[group] = found
+        return self._served[group]
+
+    def concrete(self, api_version: str) -> str:
+        """`api_version`, with a `GROUP/served` reference resolved on this cluster."""
+        group, _, version = api_version.rpartition("/")
+        return f"{group}/{self.served_version(group)}" if version == SERVED else api_version
 
     # The typed APIs are built on first use: importing their generated models
     # costs about a second of CPU, which a process that never calls them
@@ -92,6 +115,7 @@ class Kube:
         return _Translated(client.VersionApi(self.api_client))
 
     def resource(self, api_version: str, kind: str) -> Resource:
+        api_version = self.concrete(api_version)
         with self._discovery, api_errors():
             try:
                 return self._dynamic.resources.get(api_version=api_version, kind=kind)
@@ -111,6 +135,10 @@ class Kube:
 
     def _for(self, obj: dict[str, Any]) -> Resource:
         return self.resource(obj["apiVersion"], obj["kind"])
+
+    def _body(self, obj: dict[str, Any]) -> dict[str, Any]:
+        concrete = self.concrete(obj["apiVersion"])
+        return obj if concrete == obj["apiVersion"] else {**obj, "apiVersion": concrete}
 
     def apply(
         self, obj: dict[str, Any], field_manager: str = FIELD_MANAGER, dry_run: bool = False
@@ -135,6 +163,7 @@ class Kube:
     def _write(
         self, verb: str, obj: dict[str, Any], dry_run: bool, **options: Any
     ) -> dict[str, Any]:
+        obj = self._body(obj)
         resource = self._for(obj)
         metadata = obj["metadata"]
         if dry_run:
@@ -150,6 +179,7 @@ class Kube:
         return dict(result.to_dict())
 
     def create(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        obj = self._body(obj)
         kwargs: dict[str, Any] = {"body": obj, "namespace": obj["metadata"].get("namespace")}
         if dry_run:
             kwargs["query_params"] = [("dryRun", "All")]

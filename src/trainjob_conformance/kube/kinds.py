@@ -2,6 +2,11 @@
 
 A `Kind` unpacks as `(api_version, kind)`, so `kube.get(*TRAINJOB, ...)`
 reads as it always has; the served versions live here and nowhere else.
+
+Kueue's kinds name their group and `served`: Kueue v0.15+ serves v1beta2 (and
+v1beta1), v0.14 only v1beta1, so the version is the newest of `KNOWN_VERSIONS`
+that the live cluster serves, resolved by `Kube.served_version`, as the
+override field is read from the live TrainJob CRD.
 """
 
 from __future__ import annotations
@@ -17,17 +22,26 @@ class Kind(NamedTuple):
         return self.kind
 
 
+SERVED = "served"
+KUEUE_GROUP = "kueue.x-k8s.io"
+# The versions of a group whose fields the harness knows, newest first.
+KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {KUEUE_GROUP: ("v1beta2", "v1beta1")}
+
 TRAINJOB = Kind("trainer.kubeflow.org/v1alpha1", "TrainJob")
 CLUSTER_TRAINING_RUNTIME = Kind("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime")
 JOBSET = Kind("jobset.x-k8s.io/v1alpha2", "JobSet")
 JOB = Kind("batch/v1", "Job")
+# The previous generation (training-operator v1).
+PYTORCHJOB = Kind("kubeflow.org/v1", "PyTorchJob")
+SERVICE = Kind("v1", "Service")
 POD = Kind("v1", "Pod")
 NODE = Kind("v1", "Node")
 NAMESPACE = Kind("v1", "Namespace")
-WORKLOAD = Kind("kueue.x-k8s.io/v1beta2", "Workload")
-LOCAL_QUEUE = Kind("kueue.x-k8s.io/v1beta2", "LocalQueue")
-CLUSTER_QUEUE = Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue")
-ADMISSION_CHECK = Kind("kueue.x-k8s.io/v1beta2", "AdmissionCheck")
+WORKLOAD = Kind(f"{KUEUE_GROUP}/{SERVED}", "Workload")
+LOCAL_QUEUE = Kind(f"{KUEUE_GROUP}/{SERVED}", "LocalQueue")
+CLUSTER_QUEUE = Kind(f"{KUEUE_GROUP}/{SERVED}", "ClusterQueue")
+ADMISSION_CHECK = Kind(f"{KUEUE_GROUP}/{SERVED}", "AdmissionCheck")
+RESOURCE_FLAVOR = Kind(f"{KUEUE_GROUP}/{SERVED}", "ResourceFlavor")
 CRD = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 
 # What a policy's namespace holds, in the order a reader follows a TrainJob.

@@ -25,6 +25,7 @@ from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
 from trainjob_conformance.cluster.stack_watch import StackBroken
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.interrupts import ignore_interrupts, raise_interrupt_on_termination
+from trainjob_conformance.kube.kinds import RESOURCE_FLAVOR
 from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.plugin import results, timeline
 from trainjob_conformance.plugin.fixtures import training_runtime  # noqa: F401  (a fixture)
@@ -251,7 +252,12 @@ def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
             f"{request.node.nodeid} uses trainjob_policy without a policy marker"
         )
     cluster: ClusterHandle = request.getfixturevalue("trainjob_cluster")
-    context = PolicyContext(_catalog(request.config)[policy_id], cluster.versions["trainer"])
+    policy = _catalog(request.config)[policy_id]
+    if policy.component not in cluster.versions:
+        pytest.skip(
+            f"{policy_id} is about {policy.component_name}, which this cluster does not run"
+        )
+    context = PolicyContext(policy, cluster.versions[policy.component])
     request.node.stash[_CONTEXT_KEY] = context
     return context
 
@@ -264,14 +270,17 @@ def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     context: PolicyContext = request.getfixturevalue("trainjob_policy")
     if context.outcome is Outcome.NOT_APPLICABLE:
-        pytest.skip(f"{policy_id} does not apply to Trainer {context.trainer_version}")
+        pytest.skip(
+            f"{policy_id} does not apply to {context.policy.component_name} "
+            f"{context.trainer_version}"
+        )
     yield
     if context.outcome is Outcome.KNOWN_GAP and not context.judged:
         report = getattr(request.node, "_trainjob_call_report", None)
         if report is not None and report.passed:
             raise pytest.UsageError(
-                f"{request.node.nodeid}: {policy_id} is a known gap on Trainer "
-                f"{context.trainer_version}, but the test never entered its "
+                f"{request.node.nodeid}: {policy_id} is a known gap on "
+                f"{context.policy.component_name} {context.trainer_version}, but the test never entered its "
                 "`with trainjob_policy.holds():` block, so the gap cannot be judged"
             )
 
@@ -280,8 +289,10 @@ def _trainjob_policy_outcome(request: pytest.FixtureRequest) -> Iterator[None]:
 def _trainjob_project_templates(
     trainjob_cluster: ClusterHandle, pytestconfig: pytest.Config
 ) -> TemplateSet:
-    shape = detect_shape(trainjob_spec_properties(trainjob_cluster.kube))
-    return TemplateSet(pytestconfig.stash[_SETTINGS_KEY].templates, shape)
+    kube = trainjob_cluster.kube
+    shape = detect_shape(trainjob_spec_properties(kube))
+    kueue = kube.concrete(RESOURCE_FLAVOR.api_version)
+    return TemplateSet(pytestconfig.stash[_SETTINGS_KEY].templates, shape, kueue)
 
 
 @pytest.fixture

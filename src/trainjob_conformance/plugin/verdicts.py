@@ -76,18 +76,18 @@ class PolicyContext:
         except AssertionError as error:
             first_line = str(error).splitlines()[0] if str(error) else "assertion failed"
             pytest.xfail(
-                f"KNOWN UPSTREAM GAP {self.id} on Trainer {self.trainer_version}: {reference} "
+                f"KNOWN UPSTREAM GAP {self.id} on {self.policy.component_name} {self.trainer_version}: {reference} "
                 f"(observed: {first_line})"
             )
         if self.evidence is None:
             pytest.fail(
-                f"{self.id} is a known gap on Trainer {self.trainer_version} and its assertions "
+                f"{self.id} is a known gap on {self.policy.component_name} {self.trainer_version} and its assertions "
                 "passed, but the test never showed the gap's mechanism at work "
                 "(trainjob_policy.gap_exercised), so the gap cannot be declared closed",
                 pytrace=False,
             )
         pytest.fail(
-            f"{GAP_CLOSED_MARKER}: {self.id} now holds on Trainer {self.trainer_version} "
+            f"{GAP_CLOSED_MARKER}: {self.id} now holds on {self.policy.component_name} {self.trainer_version} "
             f"({self.evidence}); the catalog lists it as a known gap ({reference}). "
             "Update fixtures/policies.yaml.",
             pytrace=False,

@@ -1,4 +1,9 @@
-"""The policy catalog: stable IDs, what each proves, and per-version expectations."""
+"""The policy catalog: stable IDs, what each proves, and per-version expectations.
+
+A policy is about one component's releases, named by its range key: `trainer`
+(Kubeflow Trainer, most policies) or `training-operator` (the previous
+generation, TO-*). Its expectations use the same key.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +24,14 @@ class Outcome(enum.Enum):
     NOT_APPLICABLE = "not-applicable"
 
 
+# The components a policy can be about, by the key of its release range.
+COMPONENTS = ("trainer", "training-operator")
+COMPONENT_NAMES = {"trainer": "Trainer", "training-operator": "training-operator"}
+
+
 @dataclass(frozen=True)
 class Expectation:
-    trainer: str
+    trainer: str  # the range of the policy's component's releases
     values: dict[str, Any]
 
 
@@ -31,8 +41,13 @@ class Policy:
     title: str
     statement: str
     source: str
-    trainer: str
+    trainer: str  # the range of the component's releases it applies to
     expectations: tuple[Expectation, ...] = field(default_factory=tuple)
+    component: str = "trainer"
+
+    @property
+    def component_name(self) -> str:
+        return COMPONENT_NAMES[self.component]
 
     @property
     def has_known_gap(self) -> bool:
@@ -62,7 +77,7 @@ class Policy:
         return values[key]
 
 
-_REQUIRED = ("title", "statement", "source", "trainer")
+_REQUIRED = ("title", "statement", "source")
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -101,25 +116,38 @@ def parse_catalog_text(text: str, where: str) -> dict[str, Any]:
     return raw
 
 
-def _expectations(policy_id: str, entry: dict[str, Any], where: str) -> list[Expectation]:
+def _component(policy_id: str, entry: dict[str, Any], where: str) -> str:
+    named = [key for key in COMPONENTS if key in entry]
+    if len(named) != 1:
+        raise ConformanceError(
+            f"{where}: policy {policy_id} needs exactly one release range, "
+            f"{' or '.join(COMPONENTS)} (it has {', '.join(named) or 'none'})"
+        )
+    return named[0]
+
+
+def _expectations(
+    policy_id: str, entry: dict[str, Any], component: str, where: str
+) -> list[Expectation]:
     items = entry.get("expectations") or []
     if not isinstance(items, list):
         raise ConformanceError(f"{where}: policy {policy_id}: expectations must be a list")
     expectations = []
     for item in items:
-        if not isinstance(item, dict) or "trainer" not in item:
+        if not isinstance(item, dict) or component not in item:
             raise ConformanceError(
-                f"{where}: policy {policy_id}: each expectation needs a trainer range"
+                f"{where}: policy {policy_id}: each expectation needs a {component} range"
             )
-        values = {k: v for k, v in item.items() if k != "trainer"}
-        expectations.append(Expectation(trainer=str(item["trainer"]), values=values))
+        values = {k: v for k, v in item.items() if k != component}
+        expectations.append(Expectation(trainer=str(item[component]), values=values))
     return expectations
 
 
 def _check_ranges(
     policy_id: str, entry: dict[str, Any], expectations: list[Expectation], where: str
 ) -> None:
-    for spec in [str(entry["trainer"]), *(e.trainer for e in expectations)]:
+    component = _component(policy_id, entry, where)
+    for spec in [str(entry[component]), *(e.trainer for e in expectations)]:
         try:
             parse_range(spec)
         except ConformanceError as error:
@@ -148,16 +176,20 @@ def load_catalog(path: Path) -> dict[str, Policy]:
                 f"{path}: policy {policy_id} has no body: give it {', '.join(_REQUIRED)}"
             )
         missing = [key for key in _REQUIRED if key not in entry]
+        if not any(key in entry for key in COMPONENTS):
+            missing.append("trainer")
         if missing:
             raise ConformanceError(f"{path}: policy {policy_id} lacks {', '.join(missing)}")
-        expectations = _expectations(policy_id, entry, str(path))
+        component = _component(policy_id, entry, str(path))
+        expectations = _expectations(policy_id, entry, component, str(path))
         _check_ranges(policy_id, entry, expectations, str(path))
         catalog[policy_id] = Policy(
             id=policy_id,
             title=str(entry["title"]),
             statement=" ".join(str(entry["statement"]).split()),
             source=str(entry["source"]),
-            trainer=str(entry["trainer"]),
+            trainer=str(entry[component]),
             expectations=tuple(expectations),
+            component=component,
         )
     return catalog

@@ -82,10 +82,10 @@ class TrainJobView:
         return self.list(kind, f"{JOBSET_NAME_LABEL}={trainjob}")
 
     def diagnostics(self) -> str:
-        logs = {
-            name: self.cluster.controller_log_tail(name, 25)
-            for name in ("trainer", "jobset", "kueue")
-        }
+        names = ["trainer", "jobset", "kueue"]
+        if "training-operator" in self.cluster.versions:
+            names.append("training-operator")
+        logs = {name: self.cluster.controller_log_tail(name, 25) for name in names}
         return namespace_report(self.kube, self.namespace, logs)
 
     def wait(

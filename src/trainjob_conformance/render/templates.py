@@ -49,20 +49,32 @@ def _type_ok(value: Any, type_name: str) -> bool:
     return isinstance(value, _TYPES[type_name])
 
 
+# Kueue's kinds are written in the version the cluster serves; without a
+# cluster (the `render` command) in the newest the harness knows.
+DEFAULT_KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+
+
 class TemplateSet:
-    """The templates of one or more directories, rendered for one override shape.
+    """The templates of one or more directories, rendered for one override shape and
+    Kueue API version.
 
     With several directories, a template is taken from the first that has it:
     a policy pack's own templates come before the project's.
     """
 
-    def __init__(self, directory: Path | tuple[Path, ...], shape: OverrideShape | None = None):
+    def __init__(
+        self,
+        directory: Path | tuple[Path, ...],
+        shape: OverrideShape | None = None,
+        kueue_api_version: str = DEFAULT_KUEUE_API_VERSION,
+    ) -> None:
         self.directories = directory if isinstance(directory, tuple) else (directory,)
         for path in self.directories:
             if not path.is_dir():
                 raise ConformanceError(f"template directory {path} does not exist")
         self.directory = self.directories[0]
         self.shape = shape
+        self.kueue_api_version = kueue_api_version
         self._env = jinja2.Environment(
             loader=jinja2.FileSystemLoader([str(path) for path in self.directories]),
             undefined=jinja2.StrictUndefined,
@@ -77,11 +89,12 @@ class TemplateSet:
             hold_image=HOLD_IMAGE,
             hold_command=HOLD_COMMAND,
             annotations_dir=ANNOTATIONS_DIR,
+            kueue_api_version=kueue_api_version,
         )
 
     def with_first(self, directory: Path) -> TemplateSet:
         """These templates, with `directory`'s taken first."""
-        return TemplateSet((directory, *self.directories), self.shape)
+        return TemplateSet((directory, *self.directories), self.shape, self.kueue_api_version)
 
     def names(self) -> list[str]:
         return sorted(

@@ -103,8 +103,17 @@ COMPONENTS: dict[str, Component] = {
                 )
             },
         ),
+        # The previous generation (PyTorchJob and friends), run beside the stack
+        # by profiles that name it.
+        Component(
+            key="training-operator",
+            module="github.com/kubeflow/training-operator",
+            binaries={
+                "training-operator": "github.com/kubeflow/training-operator/cmd/training-operator.v1"
+            },
+        ),
     )
 }
 
 # Build order: the cluster first, so a debugging user gets it soonest.
-BUILD_ORDER = ("etcd", "kubernetes", "kwok", "jobset", "kueue", "trainer")
+BUILD_ORDER = ("etcd", "kubernetes", "kwok", "jobset", "kueue", "trainer", "training-operator")

@@ -202,7 +202,8 @@ def build_profile(profile: Profile) -> dict[str, Path]:
     """Build (or reuse) every binary a profile needs; returns name -> path."""
     binaries: dict[str, Path] = {}
     for key in BUILD_ORDER:
-        binaries.update(build_component(key, profile.version(key)))
+        if profile.has(key):
+            binaries.update(build_component(key, profile.version(key)))
     return binaries
 
 

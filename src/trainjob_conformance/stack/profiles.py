@@ -13,6 +13,8 @@ from trainjob_conformance.stack import compose
 # The environment variable that names the profile when no option does.
 PROFILE_ENV = "TRAINJOB_PROFILE"
 COMPONENT_KEYS = ("kubernetes", "etcd", "kwok", "jobset", "kueue", "trainer")
+# Components a profile may add to the stack.
+OPTIONAL_KEYS = ("training-operator",)
 DEFAULT_PROFILE = "latest"
 
 
@@ -29,6 +31,9 @@ class Profile:
     def version(self, component: str) -> str:
         return self.versions[component]
 
+    def has(self, component: str) -> bool:
+        return component in self.versions
+
 
 def _load_all() -> dict[str, Profile]:
     text = resources.files(__package__).joinpath("profiles.toml").read_text()
@@ -38,7 +43,7 @@ def _load_all() -> dict[str, Profile]:
         missing = [key for key in COMPONENT_KEYS if key not in entry]
         if missing:
             raise ConformanceError(f"profile {name!r} in profiles.toml lacks {', '.join(missing)}")
-        versions = {key: str(entry[key]) for key in COMPONENT_KEYS}
+        versions = {key: str(entry[key]) for key in COMPONENT_KEYS + OPTIONAL_KEYS if key in entry}
         profiles[name] = Profile(name, str(entry.get("description", "")), versions)
     return profiles
 
