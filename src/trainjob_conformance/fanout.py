@@ -22,6 +22,9 @@ from typing import Protocol, TextIO
 
 from trainjob_conformance.interrupts import Terminated
 
+# The exit code of a child whose wait failed: the harness's own "internal error".
+WAIT_FAILED = 70
+
 
 class Child(Protocol):
     """What the fan-out needs of a started child (a `subprocess.Popen` has it)."""
@@ -76,10 +79,17 @@ class FanOut:
         self.running[task.name] = (child, self.clock())
         self._say(f"profile {task.name}: started")
         threading.Thread(
-            target=lambda: self._finished.put((task.name, child.wait())),
-            name=f"wait-{task.name}",
-            daemon=True,
+            target=self._wait_for, args=(task.name, child), name=f"wait-{task.name}", daemon=True
         ).start()
+
+    def _wait_for(self, name: str, child: Child) -> None:
+        # Always post, even if waiting failed: a child the main thread never
+        # hears of would keep it waiting for ever.
+        code = WAIT_FAILED
+        try:
+            code = child.wait()
+        finally:
+            self._finished.put((name, code))
 
     def _finish(self, name: str, raw_code: int) -> Outcome:
         _, started = self.running.pop(name)
