@@ -90,6 +90,13 @@ def test_a_bad_kubeconfig_is_one_line(
         (["matrix", "--profiles", ""], "--profiles '' names no profile"),
         (["matrix", "--profiles", "latest,latest"], "names latest more than once"),
         (["matrix", "--profiles", "latest,bogus"], "unknown profile 'bogus'"),
+        (
+            ["matrix", "--jobs", "0"],
+            "--jobs 0: give 1 (one profile at a time, the default) or more",
+        ),
+        (["matrix", "--jobs", "-2"], "--jobs -2: give 1 (one profile at a time"),
+        (["matrix", "--jobs", "two"], "--jobs 'two' is not a number"),
+        (["matrix", "-j", "1.5"], "--jobs '1.5' is not a number"),
     ],
 )
 def test_bad_arguments_are_one_line(

@@ -248,14 +248,14 @@ def test_matrix_composes_every_profile(
     report = tmp_path / "reports"
     profiles: list[str] = []
 
-    def child(command: list[str]) -> int:
-        (name,) = [a.split("=", 1)[1] for a in command if a.startswith("--trainjob-profile=")]
+    def child_command(args: object, name: str) -> list[str]:
+        # Stands in for the profile's pytest run: its report, then a child that does nothing.
         profiles.append(name)
         versions = load_profile(name).versions
         RunReport(name, "embedded", versions, "2026-11-22T00:00:00Z", 1, 1).write(report)
-        return 0
+        return [sys.executable, "-c", "pass"]
 
-    monkeypatch.setattr(cli, "_run_child", child)
+    monkeypatch.setattr(cli, "_pytest_command", child_command)
     argv = ["matrix", "--profiles", "latest,trainer-2.2", "--with", "kueue=v0.16.6"]
     assert main([*argv, "--report", str(report)]) == 0
     assert profiles == ["latest+kueue=v0.16.6", "trainer-2.2+kueue=v0.16.6"]

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
@@ -215,25 +216,54 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_matrix(args: argparse.Namespace) -> int:
+    from trainjob_conformance.fanout import FanOut, Task, worst
     from trainjob_conformance.report.model import read_reports
     from trainjob_conformance.report.render import write_reports
 
+    args.jobs = _job_count(args.jobs)
     profiles = _profile_list(args.profiles, args)
     _check_run_args(args)
-    worst = 0
-    for name in profiles:
-        print(f"[trainjob-conformance] profile {name}", file=sys.stderr, flush=True)
-        started = time.monotonic()
-        code = _run_child(_pytest_command(args, name))
-        code = _PYTEST_EXIT.get(code, code)
-        print(
-            f"[trainjob-conformance] profile {name}: exit {code} in {time.monotonic() - started:.0f}s",
-            file=sys.stderr,
-        )
-        worst = max(worst, code)
+    if args.jobs > 1 and args.cluster == "embedded":
+        _build_before_fanning_out(profiles)
+    tasks = [Task(name, _matrix_child(args, name)) for name in profiles]
+    outcomes = FanOut(tasks, args.jobs, exit_code=lambda c: _PYTEST_EXIT.get(c, c)).run()
     md, page = write_reports(read_reports(Path(args.report)), Path(args.report))
     print(f"matrix report: {md} and {page}")
-    return worst
+    return worst(outcomes)
+
+
+def _build_before_fanning_out(profiles: list[str]) -> None:
+    """Profiles share components (Kubernetes, etcd, KWOK): children started together
+    would build the same one in the same work directory at once. Built here, one
+    after another; with a warm cache this only finds the files."""
+    from trainjob_conformance.stack.gobuild import build_profile
+
+    for name in profiles:
+        build_profile(load_profile(name))
+
+
+def _matrix_child(args: argparse.Namespace, profile: str) -> Callable[[], subprocess.Popen[bytes]]:
+    """How one profile's pytest starts: its own run directory (so its own cluster,
+    ports and ledger); with --jobs > 1 its output goes to <report>/logs/<profile>.log
+    so that concurrent runs stay readable."""
+
+    def start() -> subprocess.Popen[bytes]:
+        command = _pytest_command(args, profile)
+        if args.jobs == 1:
+            return subprocess.Popen(command, preexec_fn=die_with_parent)
+        log = Path(args.report).resolve() / "logs" / f"{profile}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        print(f"[trainjob-conformance] profile {profile}: log {log}", file=sys.stderr, flush=True)
+        with log.open("wb") as sink:
+            return subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
+            )
+
+    return start
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -298,6 +328,21 @@ def _worker_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers") from None
     if count < 0:
         raise argparse.ArgumentTypeError(f"{count} workers: give 0 (serial) or more")
+    return count
+
+
+def _job_count(text: str) -> int:
+    """--jobs, checked here rather than by argparse, whose refusal adds a usage block."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise ConformanceError(
+            f"--jobs {text!r} is not a number; give how many profiles run at once (1 or more)"
+        ) from None
+    if count < 1:
+        raise ConformanceError(
+            f"--jobs {count}: give 1 (one profile at a time, the default) or more"
+        )
     return count
 
 
@@ -471,6 +516,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--profiles", help=f"comma-separated (default: all of {', '.join(profile_names())})"
     )
     _with_option(matrix, "every profile")
+    matrix.add_argument(
+        "-j",
+        "--jobs",
+        default="1",
+        help="profiles run at once, each on its own cluster, its output in "
+        "<report>/logs/<profile>.log when more than 1 (default: %(default)s)",
+    )
     with_cluster(matrix)
     matrix.set_defaults(func=_cmd_matrix)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from trainjob_conformance.cluster.manifests import (
 )
 from trainjob_conformance.cluster.netns import require_namespaces
 from trainjob_conformance.cluster.phases import PHASES_FILE, PhaseClock
-from trainjob_conformance.cluster.ports import LOOPBACK
+from trainjob_conformance.cluster.ports import LOOPBACK, free_port
 from trainjob_conformance.cluster.processes import (
     HostProcess,
     RunOwnership,
@@ -241,8 +242,7 @@ class EmbeddedStackCluster:
             for needed in _NEEDS[name]:
                 tasks.wait_event(established[needed])
             launched = clock.now()
-            controller = self._launch(name, plan, kubeconfig)
-            controller.wait_ready(abort=tasks.check)
+            controller = self._launch_ready(name, plan, kubeconfig, tasks.check)
             clock.record(f"{name} manager ready", launched)
             with clock.phase(f"{name} webhooks registered"):
                 # The CA of the manager's own serving certificate (a pre-seeded
@@ -279,6 +279,31 @@ class EmbeddedStackCluster:
                 phases=clock,
                 interval=_LOCAL_POLL,
             )
+
+    def _launch_ready(
+        self, name: str, plan: _Plan, kubeconfig: Path, abort: Callable[[], None]
+    ) -> HostController:
+        """Start a manager and wait until it is ready.
+
+        A port is picked free and bound by the manager a moment later; on a
+        busy machine another process can take it in between. A metrics or
+        health port taken so is picked again (twice at most); the webhook port
+        stays, since the CRDs' conversion webhooks already name it.
+        """
+        for attempt in range(_PORT_RETRIES + 1):
+            controller = self._launch(name, plan, kubeconfig)
+            try:
+                controller.wait_ready(abort=abort)
+                return controller
+            except ConformanceError:
+                taken = _taken_port(controller.process.log_tail())
+                ports = plan.ports[name]
+                if attempt == _PORT_RETRIES or taken is None or taken == ports.webhook:
+                    raise
+                controller.stop()
+                plan.ports[name] = Ports(ports.webhook, free_port(), free_port())
+                say(f"{name}: port {taken} was taken by another process; starting it again")
+        raise AssertionError("unreachable")
 
     def _launch(self, name: str, plan: _Plan, kubeconfig: Path) -> HostController:
         directory = self.run_dir / name
@@ -379,6 +404,15 @@ def _process_probe(controller: HostController) -> Probe:
         return Breakage(f"{controller.component} manager", ended, controller.process.log_tail(15))
 
     return probe
+
+
+_PORT_RETRIES = 2
+_PORT_TAKEN = re.compile(r"listen tcp [0-9.]+:(\d+): bind: address already in use")
+
+
+def _taken_port(log: str) -> int | None:
+    found = _PORT_TAKEN.search(log)
+    return int(found.group(1)) if found else None
 
 
 def _can_isolate(component: str) -> bool:

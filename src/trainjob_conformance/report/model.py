@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.report.files import write_whole
 
 PASS = "pass"
 FAIL = "FAIL"
@@ -54,7 +55,7 @@ class RunReport:
     def write(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.profile}.json"
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        write_whole(path, json.dumps(asdict(self), indent=2) + "\n")
         return path
 
     @classmethod

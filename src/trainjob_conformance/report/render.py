@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from trainjob_conformance.report.files import write_whole
 from trainjob_conformance.report.model import (
     ERROR,
     FAIL,
@@ -158,6 +159,6 @@ def write_reports(reports: list[RunReport], directory: Path) -> tuple[Path, Path
     directory.mkdir(parents=True, exist_ok=True)
     md = directory / "conformance.md"
     page = directory / "conformance.html"
-    md.write_text(markdown(reports))
-    page.write_text(html_page(reports))
+    write_whole(md, markdown(reports))
+    write_whole(page, html_page(reports))
     return md, page
