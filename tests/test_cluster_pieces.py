@@ -142,3 +142,13 @@ def test_cluster_handle_survives_the_trip_to_an_xdist_worker(tmp_path):
     import json
 
     assert ClusterHandle.from_json(json.loads(json.dumps(handle.to_json()))) == handle
+
+
+def test_picked_ports_are_free_and_outside_the_ephemeral_range():
+    from trainjob_conformance.cluster import ports
+
+    low = int(ports._EPHEMERAL.read_text().split()[0])
+    picked = {ports.free_port() for _ in range(50)}
+
+    assert all(ports._LOWEST <= port < min(low, ports._HIGHEST + 1) for port in picked), picked
+    assert all(ports._bindable(port) for port in picked)
