@@ -152,3 +152,17 @@ def test_picked_ports_are_free_and_outside_the_ephemeral_range():
 
     assert all(ports._LOWEST <= port < min(low, ports._HIGHEST + 1) for port in picked), picked
     assert all(ports._bindable(port) for port in picked)
+
+
+def test_a_port_is_never_handed_out_twice(monkeypatch):
+    # Two picks before either is bound both pass the bind check; the second
+    # must still differ (a worker cluster's JobSet health port once equalled
+    # its Kueue webhook port, and Kueue exited on "address already in use").
+    from trainjob_conformance.cluster import ports
+
+    draws = iter([25000, 25000, 25000, 25001])
+    monkeypatch.setattr(ports.random, "randint", lambda low, high: next(draws))
+    monkeypatch.setattr(ports, "_HANDED_OUT", set())
+    monkeypatch.setattr(ports, "_bindable", lambda port: True)
+
+    assert [ports.free_port(), ports.free_port()] == [25000, 25001]

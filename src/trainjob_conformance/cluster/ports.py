@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import socket
+import threading
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
@@ -14,6 +15,11 @@ LOOPBACK = "127.0.0.1"
 _LOWEST = 20000
 _HIGHEST = 32000
 _EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+# Every port handed out by this process: two picks made before either is bound
+# would both pass the bind check (a MultiKueue worker cluster's JobSet health
+# port and its Kueue webhook port once came out the same).
+_HANDED_OUT: set[int] = set()
+_HANDING_OUT = threading.Lock()
 
 
 def _highest() -> int:
@@ -34,13 +40,25 @@ def _bindable(port: int) -> bool:
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on and this process has not handed out before."""
+    with _HANDING_OUT:
+        port = _pick()
+        _HANDED_OUT.add(port)
+        return port
+
+
+def _pick() -> int:
     highest = _highest()
     if highest > _LOWEST:
         for _ in range(500):
             port = random.randint(_LOWEST, highest)
-            if _bindable(port):
+            if port not in _HANDED_OUT and _bindable(port):
                 return port
     # No room below the ephemeral range on this machine: let the kernel choose.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+    for _ in range(500):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOOPBACK, 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            return port
+    raise OSError("no free loopback port left to hand out")
