@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
-from trainjob_conformance.policies.admission import admission_answer, rejection_of
+from trainjob_conformance.policies.admission import (
+    admission_answer,
+    lasting_rejection,
+    rejection_of,
+)
 from trainjob_conformance.policies.jobs import job_pod_spec, jobs_of, wait_jobs_count_terminating
 from trainjob_conformance.policies.jobsets import (
     active_by_replicated_job,
@@ -202,10 +206,15 @@ def test_overrides_wait_until_the_pods_have_terminated(
     trainjob_policy.gap_exercised("the JobSet reported no active Job while 2 Pods terminated")
 
     with trainjob_policy.holds():
-        rejection_of(
+        # The Trainer's webhook reads the JobSet from its own cache, which can
+        # lag behind the idle JobSet just read here (seen once at load average
+        # 20): the edit must stay refused for a while, not just once.
+        lasting_rejection(
             lambda: patch_trainjob(
                 view, "draining", trainjob_templates.override_fields([AFTER_UNGATED])
-            )
+            ),
+            seconds=3,
+            why="the Trainer may not have seen the idle JobSet yet",
         )
 
     release_terminating(view, pods)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainjob_conformance.kube.errors import Rejected
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 
 
 def rejection_of(request: Callable[[], Any]) -> Rejected:
@@ -20,6 +21,37 @@ def rejection_of(request: Callable[[], Any]) -> Rejected:
     except Rejected as refused:
         return refused
     raise AssertionError("the request was accepted, but the policy says it must be rejected")
+
+
+def lasting_rejection(request: Callable[[], Any], seconds: float, why: str) -> Rejected:
+    """Send a request the policy says must be refused, again and again for `seconds`;
+    fail the first time it is accepted.
+
+    For a webhook that judges from its manager's cache, which can lag behind
+    what the test has just read from the API server (`why` says what it may
+    not have seen yet): one refusal could be that lag, not the policy. Costs
+    `seconds` only when the policy holds.
+    """
+    __tracebackhide__ = True
+    refusals: list[Rejected] = []
+
+    def accepted() -> bool | NotYet:
+        try:
+            request()
+        except Rejected as refused:
+            refusals.append(refused)
+            return NotYet(f"refused: {refused.message}")
+        return True
+
+    try:
+        wait_for(f"the request to be accepted once {why}", accepted, timeout=seconds)
+    except WaitTimeout:
+        return refusals[-1]
+    accepted_text = "the request was accepted, but the policy says it must be rejected"
+    if refusals:
+        count = f"{len(refusals)} refusal" + ("s" if len(refusals) > 1 else "")
+        accepted_text += f" (after {count} while {why}: {refusals[-1].message})"
+    raise AssertionError(accepted_text)
 
 
 class AdmissionAnswer:
