@@ -163,8 +163,13 @@ def _run(index: int, bare: float, total: float, wall: float, intrinsic: float) -
         suite_wall=wall + 3,
         suite_exit=0,
         results={"pass": 1},
-        tests=[PolicySample("e2e/t.py::test_a", "P-1", "pass", wall, intrinsic, (0.0, wall))],
-    )
+        tests=[
+            PolicySample(
+                "e2e/t.py::test_a", "P-1", "pass", wall, intrinsic, (0.0, wall),
+                reaction=intrinsic - 0.5, requests=index,
+            )
+        ],
+    )  # fmt: skip
 
 
 def test_the_summary_gives_min_median_max_and_ratios_within_each_run() -> None:
@@ -175,7 +180,8 @@ def test_the_summary_gives_min_median_max_and_ratios_within_each_run() -> None:
     assert summary["overhead"] == pytest.approx((0.1, 0.2, 0.3))
     text = table(summary)
     assert "| **start / bare control plane** | | 2.00x / 2.00x / 3.00x |" in text
-    assert "| P-1 | 10.0 / 10.0 / 10.0 | 7.0 / 8.0 / 9.0 | 10% / 20% / 30% |" in text
+    assert summary["audited_overhead"] == pytest.approx((0.15, 0.25, 0.35))
+    assert "| P-1 | 10.0 / 10.0 / 10.0 | 6.5 / 7.5 / 8.5 | 15% / 25% / 35% | 1 / 2 / 3 |" in text
 
 
 @pytest.mark.parametrize(

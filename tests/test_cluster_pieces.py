@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -166,3 +168,21 @@ def test_a_port_is_never_handed_out_twice(monkeypatch):
     monkeypatch.setattr(ports, "_bindable", lambda port: True)
 
     assert [ports.free_port(), ports.free_port()] == [25000, 25001]
+
+
+def test_an_audited_control_plane_hands_kwokctl_a_policy_of_writes_only(tmp_path):
+    from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
+    from trainjob_conformance.stack.profiles import load_profile
+
+    profile = load_profile("latest")
+    assert EmbeddedControlPlane(profile, {}, tmp_path)._audit_args() == []
+
+    audited = EmbeddedControlPlane(profile, {}, tmp_path, audit=True)
+    flag, path = audited._audit_args()
+    policy = yaml.safe_load(Path(path).read_text())
+    assert flag == "--kube-audit-policy"
+    assert policy["kind"] == "Policy" and policy["omitStages"] == ["RequestReceived"]
+    # Reads and Leases are left out; everything else at Metadata, no bodies.
+    assert {"level": "None", "verbs": ["get", "list", "watch"]} in policy["rules"]
+    assert policy["rules"][-1] == {"level": "Metadata"}
+    assert audited.audit_log == audited.logs_dir / "audit.log"

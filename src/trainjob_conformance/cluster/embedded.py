@@ -48,6 +48,21 @@ _API_SERVER_TIMEOUT = 180.0
 # How often to look at things on this machine's loopback (the API server's
 # readiness, node conditions): a request costs a few milliseconds.
 _LOCAL_POLL = 0.05
+# For `bench`, which times what the cluster did for each test from this log:
+# every write (the harness's and the managers' answers to it), at Metadata
+# level (times, user agent, object; no bodies), once answered. Reads are left
+# out (polls would drown the rest), and so are Leases (a renewal every 2 s from
+# every manager says nothing about a test).
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "None", "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
+        {"level": "None", "verbs": ["get", "list", "watch"]},
+        {"level": "Metadata"},
+    ],
+}
 
 
 @contextlib.contextmanager
@@ -75,8 +90,10 @@ class EmbeddedControlPlane:
         run_dir: Path,
         name: str | None = None,
         phases: PhaseClock | None = None,
+        audit: bool = False,
     ) -> None:
         self.profile = profile
+        self.audit = audit
         self.binaries = binaries
         self.run_dir = run_dir
         self.name = name or f"tjc-{uuid.uuid4().hex[:8]}"
@@ -98,6 +115,18 @@ class EmbeddedControlPlane:
     @property
     def logs_dir(self) -> Path:
         return self.cluster_dir / "logs"
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log, written when the cluster was made with `audit`."""
+        return self.logs_dir / "audit.log"
+
+    def _audit_args(self) -> list[str]:
+        if not self.audit:
+            return []
+        policy = self.run_dir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        return ["--kube-audit-policy", str(policy)]
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -248,6 +277,7 @@ class EmbeddedControlPlane:
                 str(self.binaries["kube-scheduler"]),
                 "--kwok-controller-binary",
                 str(self.binaries["kwok"]),
+                *self._audit_args(),
                 log_name="create",
             )
 

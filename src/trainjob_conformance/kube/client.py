@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -72,6 +73,16 @@ class _Translated:
         return call
 
 
+# Discovery is kept in memory, per client. The client library's default is a
+# file in /tmp named after the server's URL, shared by every process and left
+# behind: kwokctl gives one cluster after another the same loopback port, so a
+# new cluster read a dead one's discovery (none of its CRDs: a full
+# rediscovery), and every run left files in /tmp. The library writes its cache
+# best-effort: a path under /dev/null can never be read or written, so each
+# client discovers afresh, lazily, group by group.
+_NO_DISCOVERY_FILE = f"{os.devnull}/trainjob-conformance-discovery.json"
+
+
 class Kube:
     """Operations on arbitrary kinds by apiVersion and kind.
 
@@ -84,7 +95,7 @@ class Kube:
         # Discovery's cache is not safe to fill from several threads at once.
         self._discovery = threading.Lock()
         with api_errors():
-            self._dynamic = DynamicClient(api_client)
+            self._dynamic = DynamicClient(api_client, cache_file=_NO_DISCOVERY_FILE)
         self._served: dict[str, str] = {}
 
     def served_version(self, group: str) -> str:

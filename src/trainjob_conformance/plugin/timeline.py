@@ -25,7 +25,8 @@ TIMELINE = "trainjob_timeline"
 def record(item: pytest.Item, view: TrainJobView, began: float, ended: float) -> None:
     """Read the test's timeline now (before cleanup) and attach it to its reports."""
     timeline = timeline_of(view.kube, view.namespace, view.cleanup.objects, began, ended)
-    item.user_properties.append((TIMELINE, timeline.to_json()))
+    # The namespace, so that `bench` can find the test's writes in the audit log.
+    item.user_properties.append((TIMELINE, {**timeline.to_json(), "namespace": view.namespace}))
 
 
 class TimelineRecorder:
