@@ -155,6 +155,28 @@ def test_samples_leave_out_skipped_tests_and_the_bench_s_own_reading(tmp_path: P
     assert sample.overhead == pytest.approx(1.5 / 2.5)
 
 
+def test_a_test_s_wall_time_includes_what_runs_between_its_phases(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from trainjob_conformance.plugin.timeline import TIMELINE, TimelineRecorder
+
+    recorder = TimelineRecorder(tmp_path / "timeline.json")
+    timeline = {"intrinsic": 1.0, "bounds": [0.5, 1.5], "collect_seconds": 0.2}
+    # 0.3 s of verdict hooks and reporting between call and teardown, in no phase.
+    phases = [("setup", T0, T0 + 0.5, []), ("call", T0 + 0.5, T0 + 2.5, [("policy", "P-1")]),
+              ("teardown", T0 + 2.8, T0 + 3.0, [(TIMELINE, timeline)])]  # fmt: skip
+    for when, start, stop, props in phases:
+        report = SimpleNamespace(
+            nodeid="t1", when=when, duration=stop - start, start=start, stop=stop,
+            user_properties=props,
+        )  # fmt: skip
+        recorder.pytest_runtest_logreport(report)  # type: ignore[arg-type]
+    recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
+
+    (sample,) = samples_from(tmp_path / "timeline.json")
+    assert sample.wall == pytest.approx(3.0 - 0.2)  # not 0.5 + 2.0 + 0.2 - 0.2
+
+
 def _run(index: int, bare: float, total: float, wall: float, intrinsic: float) -> BenchRun:
     return BenchRun(
         index=index,

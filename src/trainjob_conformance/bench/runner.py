@@ -46,7 +46,7 @@ class PolicySample:
     test: str
     policy: str
     result: str
-    wall: float  # setup + call + teardown, less the bench's own reading of the timeline
+    wall: float  # setup's start to teardown's end, less the bench's own reading of the timeline
     intrinsic: float  # the cluster's span, from its own timestamps (whole seconds)
     bounds: tuple[float, float]  # the least and the most that span can be
     first: str = ""
@@ -187,7 +187,11 @@ def samples_from(timeline_file: Path) -> list[PolicySample]:
         if row.get("result") in _NOT_RUN:
             continue
         timeline = row.get("timeline") or {}
-        wall = row["setup"] + row["call"] + row["teardown"] - timeline.get("collect_seconds", 0.0)
+        if "start" in row and "stop" in row:
+            wall = row["stop"] - row["start"]
+        else:  # a file written before the recorder kept the start and end
+            wall = row["setup"] + row["call"] + row["teardown"]
+        wall -= timeline.get("collect_seconds", 0.0)
         samples.append(
             PolicySample(
                 test=row["test"],

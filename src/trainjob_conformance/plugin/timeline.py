@@ -41,6 +41,13 @@ class TimelineRecorder:
             report.nodeid, {"test": report.nodeid, "setup": 0.0, "call": 0.0, "teardown": 0.0}
         )
         row[report.when] = round(report.duration, 3)
+        # From the setup's start to the teardown's end, on the worker's clock:
+        # the phases' durations leave out what runs between them (the
+        # harness's verdict hooks, the report's trip to the controller).
+        start, stop = getattr(report, "start", None), getattr(report, "stop", None)
+        if start is not None and stop is not None:
+            row["start"] = min(row.get("start", start), start)
+            row["stop"] = max(row.get("stop", stop), stop)
         props = dict(report.user_properties)
         for key, name in (
             (results.POLICY, "policy"),
