@@ -39,6 +39,11 @@ TIMELINE_FILE = "timeline.json"
 _NOT_RUN = (SKIPPED, NOT_APPLICABLE)
 
 
+def harness_share(wall: float, cluster: float) -> float:
+    """The harness's overhead: (wall - the cluster's time) / wall."""
+    return (wall - cluster) / wall if wall > 0 else 0.0
+
+
 @dataclass
 class PolicySample:
     """One policy test of one run."""
@@ -60,11 +65,11 @@ class PolicySample:
 
     @property
     def overhead(self) -> float:
-        return (self.wall - self.intrinsic) / self.wall if self.wall > 0 else 0.0
+        return harness_share(self.wall, self.intrinsic)
 
     @property
     def audited_overhead(self) -> float:
-        return (self.wall - self.reaction) / self.wall if self.wall > 0 else 0.0
+        return harness_share(self.wall, self.reaction)
 
     def with_reaction(self, found: dict[str, list[Write]]) -> PolicySample:
         measured = reaction(writes_of(found, self.namespace), self.began, self.ended)
@@ -119,8 +124,7 @@ class BenchRun:
 
     @property
     def overhead(self) -> float:
-        wall = self.tests_wall
-        return (wall - self.tests_intrinsic) / wall if wall > 0 else 0.0
+        return harness_share(self.tests_wall, self.tests_intrinsic)
 
     @property
     def tests_reaction(self) -> float:
@@ -128,8 +132,7 @@ class BenchRun:
 
     @property
     def audited_overhead(self) -> float:
-        wall = self.tests_wall
-        return (wall - self.tests_reaction) / wall if wall > 0 else 0.0
+        return harness_share(self.tests_wall, self.tests_reaction)
 
     @property
     def overhead_bounds(self) -> tuple[float, float]:
