@@ -6,6 +6,7 @@ import pytest
 
 from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
 from trainjob_conformance.policies.admission import (
+    accepted_within,
     admission_answer,
     lasting_rejection,
     rejection_of,
@@ -183,7 +184,13 @@ def test_suspended_trainjob_without_active_jobs_accepts_the_edit_again(
 
     patch_trainjob(view, "drained", {"suspend": True})
     wait_jobset_idle(view, "drained")
-    edited = patch_trainjob(view, "drained", trainjob_templates.override_fields([AFTER]))
+    # The Trainer's webhook reads the JobSet from its own cache, which can lag
+    # behind the idle JobSet just read here (seen once, from a fresh clone).
+    edited = accepted_within(
+        lambda: patch_trainjob(view, "drained", trainjob_templates.override_fields([AFTER])),
+        seconds=10,
+        why="the Trainer has seen the idle JobSet",
+    )
 
     assert edited["spec"]["suspend"] is True
     jobset_shows(view, "drained", "after", [GATE_AFTER])

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from trainjob_conformance.kube.errors import Rejected
-from trainjob_conformance.policies.admission import lasting_rejection, rejection_of
+from trainjob_conformance.policies.admission import (
+    accepted_within,
+    lasting_rejection,
+    rejection_of,
+)
 
 
 def _answers(*answers: Rejected | None):
@@ -53,3 +57,26 @@ def test_an_acceptance_at_once_fails_like_rejection_of():
     request, _ = _answers(None)
     with pytest.raises(AssertionError, match=r"^the request was accepted, but .* rejected$"):
         lasting_rejection(request, seconds=5, why="the cache may lag")
+
+
+def test_a_request_refused_while_a_cache_lags_is_accepted_once_it_catches_up():
+    lag = Rejected(403, "Forbidden", "the JobSet is still active")
+    request, sent = _answers(lag, lag, None)
+
+    assert accepted_within(request, seconds=5, why="the cache has caught up") is None
+    assert len(sent) == 3
+
+
+def test_a_request_refused_for_the_whole_bound_fails_with_the_refusal():
+    refusal = Rejected(403, "Forbidden", "the JobSet is still active")
+    request, _ = _answers(refusal)
+
+    with pytest.raises(AssertionError) as failed:
+        accepted_within(request, seconds=0.3, why="the cache has caught up")
+
+    message = str(failed.value)
+    assert message.startswith("the request was refused for 0.3 s (")
+    assert message.endswith(
+        "but the policy says it must be accepted once the cache has caught up: "
+        "the JobSet is still active"
+    )

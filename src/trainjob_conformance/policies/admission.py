@@ -1,12 +1,14 @@
-"""Requests a policy says the API server must refuse, or may answer either way."""
+"""Requests a policy says the API server must refuse, must accept, or may answer either way."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from trainjob_conformance.kube.errors import Rejected
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
+
+T = TypeVar("T")
 
 
 def rejection_of(request: Callable[[], Any]) -> Rejected:
@@ -52,6 +54,37 @@ def lasting_rejection(request: Callable[[], Any], seconds: float, why: str) -> R
         count = f"{len(refusals)} refusal" + ("s" if len(refusals) > 1 else "")
         accepted_text += f" (after {count} while {why}: {refusals[-1].message})"
     raise AssertionError(accepted_text)
+
+
+def accepted_within(request: Callable[[], T], seconds: float, why: str) -> T:
+    """Send a request the policy says must be accepted, again while it is refused,
+    for at most `seconds`; the answer once accepted.
+
+    For a webhook that judges from its manager's cache, which can lag behind
+    what the test has just read from the API server (`why` says what it may
+    not have seen yet): a refusal in that moment is the lag, not the policy.
+    Refused for the whole bound, the policy does not hold.
+    """
+    __tracebackhide__ = True
+    answers: list[T] = []
+    refusals: list[Rejected] = []
+
+    def accepted() -> bool | NotYet:
+        try:
+            answers.append(request())
+        except Rejected as refused:
+            refusals.append(refused)
+            return NotYet(f"refused: {refused.message}")
+        return True
+
+    try:
+        wait_for(f"the request to be accepted once {why}", accepted, timeout=seconds)
+    except WaitTimeout:
+        raise AssertionError(
+            f"the request was refused for {seconds:g} s ({len(refusals)} times), but the "
+            f"policy says it must be accepted once {why}: {refusals[-1].message}"
+        ) from None
+    return answers[-1]
 
 
 class AdmissionAnswer:
