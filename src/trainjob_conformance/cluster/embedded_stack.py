@@ -42,6 +42,7 @@ from trainjob_conformance.cluster.readiness import (
     standard_probes,
     training_operator_probes,
     wait_for_admission,
+    wait_past_create_hold,
 )
 from trainjob_conformance.cluster.stack_watch import (
     HEALTH_FILE,
@@ -276,6 +277,8 @@ class EmbeddedStackCluster:
             probes = standard_probes()
             if "training-operator" in controllers:
                 probes += training_operator_probes()
+            with clock.phase("CRDs past the API server's create hold"):
+                wait_past_create_hold(kube, probes, interval=_LOCAL_POLL)
             wait_for_admission(
                 kube,
                 probes,
