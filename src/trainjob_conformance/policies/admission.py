@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,6 +26,28 @@ def rejection_of(request: Callable[[], Any]) -> Rejected:
     raise AssertionError("the request was accepted, but the policy says it must be rejected")
 
 
+def _send_until_accepted(
+    request: Callable[[], T], seconds: float, why: str
+) -> tuple[list[T], list[Rejected]]:
+    """Send `request` until it is accepted, for at most `seconds`: its answer
+    (none if it was refused all along) and every refusal before."""
+    answers: list[T] = []
+    refusals: list[Rejected] = []
+
+    def accepted() -> bool | NotYet:
+        try:
+            answers.append(request())
+        except Rejected as refused:
+            refusals.append(refused)
+            return NotYet(f"refused: {refused.message}")
+        return True
+
+    # Refused all along is an answer too: each caller says what it means for its policy.
+    with contextlib.suppress(WaitTimeout):
+        wait_for(f"the request to be accepted once {why}", accepted, timeout=seconds)
+    return answers, refusals
+
+
 def lasting_rejection(request: Callable[[], Any], seconds: float, why: str) -> Rejected:
     """Send a request the policy says must be refused, again and again for `seconds`;
     fail the first time it is accepted.
@@ -35,19 +58,8 @@ def lasting_rejection(request: Callable[[], Any], seconds: float, why: str) -> R
     `seconds` only when the policy holds.
     """
     __tracebackhide__ = True
-    refusals: list[Rejected] = []
-
-    def accepted() -> bool | NotYet:
-        try:
-            request()
-        except Rejected as refused:
-            refusals.append(refused)
-            return NotYet(f"refused: {refused.message}")
-        return True
-
-    try:
-        wait_for(f"the request to be accepted once {why}", accepted, timeout=seconds)
-    except WaitTimeout:
+    answers, refusals = _send_until_accepted(request, seconds, why)
+    if not answers:
         return refusals[-1]
     accepted_text = "the request was accepted, but the policy says it must be rejected"
     if refusals:
@@ -66,24 +78,12 @@ def accepted_within(request: Callable[[], T], seconds: float, why: str) -> T:
     Refused for the whole bound, the policy does not hold.
     """
     __tracebackhide__ = True
-    answers: list[T] = []
-    refusals: list[Rejected] = []
-
-    def accepted() -> bool | NotYet:
-        try:
-            answers.append(request())
-        except Rejected as refused:
-            refusals.append(refused)
-            return NotYet(f"refused: {refused.message}")
-        return True
-
-    try:
-        wait_for(f"the request to be accepted once {why}", accepted, timeout=seconds)
-    except WaitTimeout:
+    answers, refusals = _send_until_accepted(request, seconds, why)
+    if not answers:
         raise AssertionError(
             f"the request was refused for {seconds:g} s ({len(refusals)} times), but the "
             f"policy says it must be accepted once {why}: {refusals[-1].message}"
-        ) from None
+        )
     return answers[-1]
 
 
