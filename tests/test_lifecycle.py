@@ -153,3 +153,43 @@ def test_down_with_a_garbage_state_file_still_stops_the_run(
 
     assert process.wait(timeout=15) is not None
     assert "stopped jobset" in capsys.readouterr().out
+
+
+def test_reap_returns_as_soon_as_every_process_has_exited(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    import time
+
+    ledger = ProcessLedger.create(tmp_path)
+    processes = [sleeper(sleepers), sleeper(sleepers)]
+    for process in processes:
+        identity = ProcessIdentity.of(process.pid, "sleep")
+        assert identity is not None
+        ledger.record(identity)
+
+    started = time.monotonic()
+    reaped = ledger.reap(grace=10)
+
+    assert {p.pid for p in reaped} == {p.pid for p in processes}
+    assert time.monotonic() - started < 2, "reap waited for its grace, not for the exits"
+    for process in processes:
+        assert process.wait(timeout=5) == -15  # SIGTERM sufficed
+
+
+def test_reap_kills_what_ignores_sigterm_once_the_grace_is_over(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    import time
+
+    ledger = ProcessLedger.create(tmp_path)
+    stubborn = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300"], start_new_session=True)
+    sleepers.append(stubborn)
+    identity = ProcessIdentity.of(stubborn.pid, "sh")
+    assert identity is not None
+    ledger.record(identity)
+
+    started = time.monotonic()
+    ledger.reap(grace=0.5)
+
+    assert time.monotonic() - started >= 0.5
+    assert stubborn.wait(timeout=5) == -9

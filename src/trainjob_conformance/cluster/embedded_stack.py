@@ -55,7 +55,7 @@ from trainjob_conformance.cluster.tasks import TaskGroup
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError, Conflict
-from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
+from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import build_profile, module_source
 from trainjob_conformance.stack.profiles import Profile
@@ -484,34 +484,32 @@ def _wait_established(
     """Watch each CRD until the API server reports it Established.
 
     A watch on one name starts with the CRD's current state, then each change:
-    no polling, and the answer comes the moment the condition is set.
+    no polling, and the answer comes the moment the condition is set. Watches
+    last a second, so that `abort` (a failure elsewhere) is heard within one.
     """
     deadline = time.monotonic() + timeout
     for name in names:
+        path = f"{_CRD_PATH}?fieldSelector=metadata.name%3D{name}"
         seen: dict[str, Any] = {}
-        while True:
-            abort()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                conditions = (seen.get("status") or {}).get("conditions") or "no status"
-                raise WaitTimeout(
-                    f"timed out after {timeout:.0f}s waiting for CRD {name} to be Established; "
-                    f"last conditions: {conditions}"
-                )
-            # Short watches, so that a failure elsewhere is noticed within a second.
-            path = f"{_CRD_PATH}?fieldSelector=metadata.name%3D{name}"
-            try:
-                for event in kube.raw_watch(path, seconds=1):
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        seen = event["object"]
-                        if _is_established(seen):
-                            break
-            except ApiError:
-                # A busy API server may drop a watch: another, shortly, within the bound.
-                time.sleep(_LOCAL_POLL)
-                continue
-            if seen and _is_established(seen):
-                break
+
+        def established(path: str = path, seen: dict[str, Any] = seen) -> bool | NotYet:
+            for event in kube.raw_watch(path, seconds=1):
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    seen.update(event["object"])
+                    if _is_established(seen):
+                        return True
+            conditions = (seen.get("status") or {}).get("conditions") or "no status"
+            return NotYet(f"last conditions: {conditions}")
+
+        wait_for(
+            f"CRD {name} to be Established",
+            established,
+            timeout=max(0.0, deadline - time.monotonic()),
+            interval=_LOCAL_POLL,
+            # A busy API server may drop a watch: another, shortly, within the bound.
+            retry_on=(ApiError,),
+            abort=abort,
+        )
 
 
 # Aggregated discovery, as client-go (and so each manager's REST mapper) reads it.

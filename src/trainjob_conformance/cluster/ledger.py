@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import time
 from dataclasses import dataclass
@@ -31,7 +32,6 @@ LEDGER_FILE = "owned-processes.jsonl"
 DETACHED = "detached"
 CLOSED = "closed"
 _GRACE_SECONDS = 10.0
-_POLL_SECONDS = 0.05
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -198,12 +198,45 @@ class ProcessLedger:
         targets = self.living()
         for process in targets:
             process.signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(p.is_alive() for p in targets):
-            time.sleep(_POLL_SECONDS)
+        _wait_exited(targets, grace)
         for process in targets:
             process.signal(signal.SIGKILL)
         return targets
+
+
+def _wait_exited(targets: list[ProcessIdentity], grace: float) -> None:
+    """Until every target has exited, or `grace` is over, as the kernel reports
+    each exit (a pidfd turns readable when its process ends, zombie or not)."""
+    deadline = time.monotonic() + grace
+    descriptors: list[int] = []
+    unwatched: list[ProcessIdentity] = []
+    try:
+        for process in targets:
+            try:
+                descriptor = os.pidfd_open(process.pid)
+            except ProcessLookupError:
+                continue  # gone already
+            except OSError:
+                unwatched.append(process)  # no pidfd on this kernel (Linux before 5.3)
+                continue
+            if process.is_alive():  # still the process recorded, not a reused pid
+                descriptors.append(descriptor)
+            else:
+                os.close(descriptor)
+        poller = select.poll()
+        for descriptor in descriptors:
+            poller.register(descriptor, select.POLLIN)
+        pending = set(descriptors)
+        # A process the kernel cannot report on gets the whole grace.
+        while (pending or any(p.is_alive() for p in unwatched)) and (
+            left := deadline - time.monotonic()
+        ) > 0:
+            for descriptor, _ in poller.poll(left * 1000):
+                pending.discard(descriptor)
+                poller.unregister(descriptor)
+    finally:
+        for descriptor in descriptors:
+            os.close(descriptor)
 
 
 def abandoned_ledgers(runs_root: Path) -> list[ProcessLedger]:
