@@ -193,3 +193,40 @@ def test_reap_kills_what_ignores_sigterm_once_the_grace_is_over(
 
     assert time.monotonic() - started >= 0.5
     assert stubborn.wait(timeout=5) == -9
+
+
+def test_run_stops_the_cluster_of_a_pytest_killed_by_sigkill(
+    tmp_path: Path,
+    sleepers: list[subprocess.Popen[bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import argparse
+
+    from trainjob_conformance import cli
+
+    # The run directory pytest would have recorded its cluster in, and a stand-in
+    # pytest that dies at once by SIGKILL, before any cleanup of its own.
+    run_dir = tmp_path / "run"
+    ledger = ProcessLedger.create(run_dir)
+    manager = sleeper(sleepers)
+    identity = ProcessIdentity.of(manager.pid, "kueue")
+    assert identity is not None
+    ledger.record(identity)
+    monkeypatch.setattr(cli, "_RUN_DIRS", [run_dir])
+    monkeypatch.setattr(cli, "_profile_arg", lambda args: "latest")
+    monkeypatch.setattr(cli, "_check_run_args", lambda args: None)
+    killed = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    monkeypatch.setattr(cli, "_pytest_command", lambda args, profile: killed)
+
+    code = cli._cmd_run(argparse.Namespace())
+
+    assert code == 137
+    assert manager.wait(timeout=5) == -15
+    err = capsys.readouterr().err
+    assert (
+        f"pytest was killed by SIGKILL; no verdicts for what it had not reported; stopped what it had started: kueue (pid {manager.pid})"
+        in err
+    )
+    assert "nothing it started is still running" in err
+    assert ledger.state == CLOSED

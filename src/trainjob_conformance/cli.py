@@ -212,7 +212,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     args.profile = _profile_arg(args)
     _check_run_args(args)
     code = _run_child(_pytest_command(args, args.profile))
+    if code < 0:
+        return _after_killed_child(signal.Signals(-code))
     return _PYTEST_EXIT.get(code, code)
+
+
+def _after_killed_child(signum: signal.Signals) -> int:
+    """pytest died by a signal it could not answer (SIGKILL, say): its session
+    never stopped its cluster. Its watchdog will, within seconds; this does it
+    now (each process checked to be the one recorded) and says what is left."""
+    from trainjob_conformance.cluster.ledger import CLOSED, LEDGER_FILE, ProcessLedger
+
+    stopped: list[str] = []
+    for run_dir in _RUN_DIRS:
+        ledger = ProcessLedger(run_dir / LEDGER_FILE)
+        if ledger.path.exists():
+            stopped += [f"{p.name} (pid {p.pid})" for p in ledger.reap()]
+            ledger.mark(CLOSED)
+    print(
+        f"trainjob-conformance: pytest was killed by {signum.name}; no verdicts for what "
+        f"it had not reported; stopped what it had started: {', '.join(stopped) or 'nothing left'}",
+        file=sys.stderr,
+    )
+    print(_interrupted_message(), file=sys.stderr)
+    return 128 + signum
 
 
 def _cmd_matrix(args: argparse.Namespace) -> int:
