@@ -230,3 +230,42 @@ def test_run_stops_the_cluster_of_a_pytest_killed_by_sigkill(
     )
     assert "nothing it started is still running" in err
     assert ledger.state == CLOSED
+
+
+def _running(pid: int) -> str:
+    """A shell test that `pid` runs and has not exited (a zombie answers kill -0 too)."""
+    return f'grep -q "^State:[[:space:]]*[^Z[:space:]]" /proc/{pid}/status'
+
+
+def _stopping_after(
+    sleepers: list[subprocess.Popen[bytes]], tmp_path: Path, name: str, other: int
+) -> subprocess.Popen[bytes]:
+    """A process that, on SIGTERM, notes in tmp_path/name whether `other` still ran."""
+    script = (
+        f"trap '{_running(other)} && touch {tmp_path}/{name}; exit 0' TERM; "
+        f"touch {tmp_path}/{name}.ready; sleep 300 & wait"
+    )
+    process = subprocess.Popen(["sh", "-c", script], start_new_session=True)
+    sleepers.append(process)
+    wait_for(f"{name} to set its trap", (tmp_path / f"{name}.ready").exists, timeout=10)
+    return process
+
+
+def test_reap_stops_the_managers_before_the_control_plane_and_etcd_last(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    ledger = ProcessLedger.create(tmp_path / "run")
+    etcd = sleeper(sleepers)
+    apiserver = _stopping_after(sleepers, tmp_path, "apiserver", etcd.pid)
+    manager = _stopping_after(sleepers, tmp_path, "manager", apiserver.pid)
+    # Recorded in the wrong order, as the ledger may list them.
+    for process, name in ((etcd, "etcd"), (apiserver, "kube-apiserver"), (manager, "kueue")):
+        identity = ProcessIdentity.of(process.pid, name)
+        assert identity is not None
+        ledger.record(identity)
+
+    ledger.reap(grace=10)
+
+    assert (tmp_path / "manager").exists(), "the manager was stopped after the API server"
+    assert (tmp_path / "apiserver").exists(), "the API server was stopped after etcd"
+    assert etcd.wait(timeout=5) == -15
