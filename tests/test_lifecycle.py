@@ -207,8 +207,14 @@ def test_run_stops_the_cluster_of_a_pytest_killed_by_sigkill(
 
     # The run directory pytest would have recorded its cluster in, and a stand-in
     # pytest that dies at once by SIGKILL, before any cleanup of its own.
-    run_dir = tmp_path / "run"
-    ledger = ProcessLedger.create(run_dir)
+    run_dir = tmp_path / "runs" / "run"
+    # The ledger's owner is pytest, dead by now.
+    owner = (
+        "import pathlib; from trainjob_conformance.cluster.ledger import ProcessLedger; "
+        f"ProcessLedger.create(pathlib.Path({str(run_dir)!r}))"
+    )
+    subprocess.run([sys.executable, "-c", owner], check=True)
+    ledger = ProcessLedger(run_dir / LEDGER_FILE)
     manager = sleeper(sleepers)
     identity = ProcessIdentity.of(manager.pid, "kueue")
     assert identity is not None
@@ -224,10 +230,8 @@ def test_run_stops_the_cluster_of_a_pytest_killed_by_sigkill(
     assert code == 137
     assert manager.wait(timeout=5) == -15
     err = capsys.readouterr().err
-    assert (
-        f"pytest was killed by SIGKILL; no verdicts for what it had not reported; stopped what it had started: kueue (pid {manager.pid})"
-        in err
-    )
+    assert "pytest was killed by SIGKILL; no verdicts for what it had not reported" in err
+    assert f"stopped what a dead run left in {run_dir}: kueue (pid {manager.pid})" in err
     assert "nothing it started is still running" in err
     assert ledger.state == CLOSED
 

@@ -220,20 +220,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _after_killed_child(signum: signal.Signals) -> int:
     """pytest died by a signal it could not answer (SIGKILL, say): its session
     never stopped its cluster. Its watchdog will, within seconds; this does it
-    now (each process checked to be the one recorded) and says what is left."""
-    from trainjob_conformance.cluster.ledger import CLOSED, LEDGER_FILE, ProcessLedger
+    now, as the next run would (each process checked to be the one recorded,
+    a kept cluster left alone), and says what is left."""
+    from trainjob_conformance.cluster.processes import reap_abandoned
 
-    stopped: list[str] = []
-    for run_dir in _RUN_DIRS:
-        ledger = ProcessLedger(run_dir / LEDGER_FILE)
-        if ledger.path.exists():
-            stopped += [f"{p.name} (pid {p.pid})" for p in ledger.reap()]
-            ledger.mark(CLOSED)
     print(
-        f"trainjob-conformance: pytest was killed by {signum.name}; no verdicts for what "
-        f"it had not reported; stopped what it had started: {', '.join(stopped) or 'nothing left'}",
+        f"trainjob-conformance: pytest was killed by {signum.name}; "
+        "no verdicts for what it had not reported",
         file=sys.stderr,
     )
+    for runs_root in {run_dir.parent for run_dir in _RUN_DIRS}:
+        reap_abandoned(runs_root)
     print(_interrupted_message(), file=sys.stderr)
     return 128 + signum
 

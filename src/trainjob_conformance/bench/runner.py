@@ -192,7 +192,7 @@ def samples_from(timeline_file: Path) -> list[PolicySample]:
         timeline = row.get("timeline") or {}
         if "start" in row and "stop" in row:
             wall = row["stop"] - row["start"]
-        else:  # a file written before the recorder kept the start and end
+        else:  # a pytest whose reports carry no start and stop times
             wall = row["setup"] + row["call"] + row["teardown"]
         wall -= timeline.get("collect_seconds", 0.0)
         samples.append(

@@ -39,6 +39,7 @@ from trainjob_conformance.cluster.processes import (
 )
 from trainjob_conformance.cluster.provider import startup_errors
 from trainjob_conformance.cluster.readiness import (
+    established_condition,
     standard_probes,
     training_operator_probes,
     wait_for_admission,
@@ -473,11 +474,6 @@ def _create_crd(kube: Kube, crd: dict[str, Any]) -> None:
         kube.apply(crd)
 
 
-def _is_established(crd: dict[str, Any]) -> bool:
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-
 def _wait_established(
     kube: Kube, names: list[str], abort: Callable[[], None], timeout: float = 60
 ) -> None:
@@ -496,7 +492,7 @@ def _wait_established(
             for event in kube.raw_watch(path, seconds=1):
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     seen.update(event["object"])
-                    if _is_established(seen):
+                    if established_condition(seen) is not None:
                         return True
             conditions = (seen.get("status") or {}).get("conditions") or "no status"
             return NotYet(f"last conditions: {conditions}")

@@ -188,13 +188,21 @@ def _established_at(kube: Kube, manifest: dict[str, Any]) -> float | None:
         crd = kube.get(*CRD, name=f"{resource.name}.{resource.group}")
     except ApiError:
         return None  # a built-in kind (no CRD of that name), or not served
+    condition = established_condition(crd)
+    if condition is None:
+        return None
+    moment = condition.get("lastTransitionTime") or ""
+    try:
+        return datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def established_condition(crd: dict[str, Any]) -> dict[str, Any] | None:
+    """The CRD's Established condition, if the API server has set it True."""
     for condition in (crd.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Established" and condition.get("status") == "True":
-            moment = condition.get("lastTransitionTime") or ""
-            try:
-                return datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                return None
+            return condition
     return None
 
 
