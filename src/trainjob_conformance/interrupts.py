@@ -13,8 +13,22 @@ import ctypes
 import signal
 import threading
 from types import FrameType
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+# Loaded here, not in the child: between fork and exec, a child of a process
+# with threads must not take locks (the dynamic loader's among them) that
+# another thread may have held at the fork.
+_PRCTL = _load_prctl()
 
 
 class Terminated(KeyboardInterrupt):
@@ -35,9 +49,8 @@ def die_with_parent() -> None:
     Covers the case no handler can: the parent killed with SIGKILL. Linux only
     (prctl PR_SET_PDEATHSIG); elsewhere a no-op.
     """
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def ignore_interrupts() -> None:

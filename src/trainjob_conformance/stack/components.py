@@ -115,5 +115,9 @@ COMPONENTS: dict[str, Component] = {
     )
 }
 
-# Build order: the cluster first, so a debugging user gets it soonest.
-BUILD_ORDER = ("etcd", "kubernetes", "kwok", "jobset", "kueue", "trainer", "training-operator")
+# Build order, two at a time (stack/builds.py): longest first, so that the
+# long Kubernetes build is never the one left running alone at the end; then
+# the rest of the control plane, so that it can start while the managers build.
+BUILD_ORDER = ("kubernetes", "kueue", "etcd", "kwok", "jobset", "trainer", "training-operator")
+# What the control plane runs (kubectl among Kubernetes' binaries: kwokctl calls it).
+CONTROL_PLANE = ("etcd", "kubernetes", "kwok")

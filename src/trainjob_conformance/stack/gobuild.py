@@ -8,11 +8,14 @@ published version, then runs an ordinary `go build` inside it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,8 +24,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.interrupts import die_with_parent
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
-from trainjob_conformance.stack.components import BUILD_ORDER, COMPONENTS, Component
-from trainjob_conformance.stack.profiles import Profile
+from trainjob_conformance.stack.components import COMPONENTS, Component
 
 _RELATIVE_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+(\.\.?/\S*)\s*$")
 _GO_DIRECTIVE = re.compile(r"^go\s+(\S+)\s*$", re.MULTILINE)
@@ -123,23 +125,75 @@ def binary_path(component_key: str, version: str, binary: str) -> Path:
     return bin_dir(component_key, version) / binary
 
 
-def _run_logged(args: list[str], cwd: Path, log: Path, what: str) -> None:
+class BuildCancelled(ConformanceError):
+    """A build stopped because the start no longer needs it (interrupted, or another failed)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} was stopped before it finished")
+
+
+# A build that runs beside a starting cluster yields the CPU to it.
+_BUILD_NICENESS = 10
+# How soon a cancelled build's go process is stopped.
+_CANCEL_CHECK = 0.2
+
+
+def _build_child() -> None:
+    """For `preexec_fn`: die with the harness, and give way to the cluster's processes."""
+    die_with_parent()
+    os.nice(_BUILD_NICENESS)
+
+
+def _run_logged(
+    args: list[str], cwd: Path, log: Path, what: str, cancelled: threading.Event | None = None
+) -> None:
     with log.open("a") as sink:
         sink.write(f"\n$ {' '.join(args)}\n")
         sink.flush()
-        # On Ctrl-C or SIGTERM (raised here as KeyboardInterrupt) run() kills
-        # go; die_with_parent covers this process being SIGKILLed.
-        result = subprocess.run(
+        # go runs in a process group of its own, so that stopping it stops the
+        # compilers and the linker it started too. die_with_parent covers this
+        # process being SIGKILLed.
+        process = subprocess.Popen(
             args,
             cwd=cwd,
             env=_go_env(),
             stdout=sink,
             stderr=subprocess.STDOUT,
-            check=False,
-            preexec_fn=die_with_parent,
+            process_group=0,
+            preexec_fn=_build_child,
         )
-    if result.returncode != 0:
-        raise ConformanceError(f"{what} failed (exit {result.returncode}); see the build log {log}")
+        returncode = _wait_or_stop(process, cancelled)
+    if cancelled is not None and cancelled.is_set():
+        raise BuildCancelled(what)
+    if returncode != 0:
+        raise ConformanceError(f"{what} failed (exit {returncode}); see the build log {log}")
+
+
+def _wait_or_stop(process: subprocess.Popen[bytes], cancelled: threading.Event | None) -> int:
+    """Wait for go; stop its whole group if the build is cancelled or this thread interrupted.
+
+    Only this thread waits for the process, so it is not yet reaped when its
+    group is signalled: the group id cannot belong to another process.
+    """
+    try:
+        while True:
+            try:
+                return process.wait(timeout=_CANCEL_CHECK)
+            except subprocess.TimeoutExpired:
+                if cancelled is not None and cancelled.is_set():
+                    break
+    except BaseException:  # Ctrl-C in a build run by the main thread
+        _stop_group(process)
+        raise
+    _stop_group(process)
+    return process.returncode
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def _remove_abandoned_partials(target: Path) -> None:
@@ -150,8 +204,13 @@ def _remove_abandoned_partials(target: Path) -> None:
             partial.unlink(missing_ok=True)
 
 
-def build_component(component_key: str, version: str) -> dict[str, Path]:
-    """Build every binary of one component at one version, unless cached."""
+def build_component(
+    component_key: str, version: str, cancelled: threading.Event | None = None
+) -> dict[str, Path]:
+    """Build every binary of one component at one version, unless cached.
+
+    `cancelled` stops it (its go process included) once set.
+    """
     component = COMPONENTS[component_key]
     outputs = {b: binary_path(component_key, version, b) for b in component.binaries}
     if all(path.is_file() for path in outputs.values()):
@@ -183,28 +242,23 @@ def build_component(component_key: str, version: str) -> dict[str, Path]:
         log.write_text(f"building {package} from {component.module}@{version}\n")
         _remove_abandoned_partials(target)
         with step(f"building {binary} {version}"):
-            _run_logged([go, "get", f"{package}@{version}"], workdir, log, f"go get {package}")
+            _run_logged(
+                [go, "get", f"{package}@{version}"], workdir, log, f"go get {package}", cancelled
+            )
             partial = target.with_name(f".{binary}.partial-{os.getpid()}")
             args = [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial)]
             if component.tags:
                 args += ["-tags", ",".join(component.tags)]
             try:
-                _run_logged([*args, package], workdir, log, f"building {binary} {version}")
+                _run_logged(
+                    [*args, package], workdir, log, f"building {binary} {version}", cancelled
+                )
                 # The rename is atomic, so an interrupted build never leaves a
                 # file under the final name.
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
     return outputs
-
-
-def build_profile(profile: Profile) -> dict[str, Path]:
-    """Build (or reuse) every binary a profile needs; returns name -> path."""
-    binaries: dict[str, Path] = {}
-    for key in BUILD_ORDER:
-        if profile.has(key):
-            binaries.update(build_component(key, profile.version(key)))
-    return binaries
 
 
 def module_source(component_key: str, version: str) -> Path:
