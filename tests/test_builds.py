@@ -24,7 +24,11 @@ class FakeBuilds:
         self.failing: set[str] = set()
 
     def __call__(
-        self, key: str, version: str, cancelled: threading.Event | None = None
+        self,
+        key: str,
+        version: str,
+        cancelled: threading.Event | None = None,
+        heartbeat: float | None = None,
     ) -> dict[str, Path]:
         self.started.append(key)
         while not self.release[key].wait(0.01):
@@ -42,42 +46,43 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeBuilds:
     return fake
 
 
-def test_a_component_is_usable_while_another_still_builds(fake: FakeBuilds) -> None:
+def test_the_control_plane_is_usable_while_the_managers_still_build(fake: FakeBuilds) -> None:
     started = builds.Builds(load_profile("latest")).start()
-    fake.release["etcd"].set()
-    fake.release["kwok"].set()
-    fake.release["kueue"].set()
-    # Kubernetes still builds: the control plane waits for it, the rest does not.
-    assert started.wait(["kueue"]) == {"kueue": Path("/bin/kueue")}
-    assert not started.done_with("kubernetes")
-    fake.release["kubernetes"].set()
+    for key in CONTROL_PLANE:
+        fake.release[key].set()
     assert set(started.wait(CONTROL_PLANE)) == set(CONTROL_PLANE)
+    assert not started.done_with("jobset")
     for event in fake.release.values():
         event.set()
     assert len(started.wait_all()) == len(started.components)
 
 
-def test_two_at_a_time_longest_first(fake: FakeBuilds) -> None:
+def test_one_at_a_time_in_build_order(fake: FakeBuilds) -> None:
     started = builds.Builds(load_profile("latest")).start()
+    for key in BUILD_ORDER[:2]:
+        fake.release[key].set()
+    started.wait(BUILD_ORDER[:2])
     deadline = time.monotonic() + 5
-    while len(fake.started) < 2 and time.monotonic() < deadline:
+    while len(fake.started) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert sorted(fake.started) == ["kubernetes", "kueue"]
+    # The third has begun; the fourth waits for it.
+    assert fake.started == list(BUILD_ORDER[:3])
     for event in fake.release.values():
         event.set()
     started.wait_all()
-    assert sorted(fake.started) == sorted(started.components)
+    assert fake.started == [key for key in BUILD_ORDER if key in started.components]
 
 
 def test_a_failed_build_is_raised_and_no_further_build_starts(fake: FakeBuilds) -> None:
-    fake.failing.add("kueue")
-    fake.release["kueue"].set()
-    started = builds.Builds(load_profile("latest")).start()
-    with pytest.raises(ConformanceError, match="building kueue failed"):
-        started.wait(["kueue"])
-    # The build that was running stops; the queued ones never start.
-    with pytest.raises(gobuild.BuildCancelled, match="kubernetes was stopped"):
-        started.wait(["kubernetes"])
+    fake.failing.add("kwok")
+    for key in ("etcd", "kubernetes", "kwok"):
+        fake.release[key].set()
+    started = builds.Builds(load_profile("latest"), parallel=2).start()
+    with pytest.raises(ConformanceError, match="building kwok failed"):
+        started.wait(["kwok"])
+    # The build that was running beside it stops; the queued ones never start.
+    with pytest.raises(gobuild.BuildCancelled, match="jobset was stopped"):
+        started.wait(["jobset"])
     with pytest.raises(gobuild.BuildCancelled, match="trainer was stopped"):
         started.wait(["trainer"])
     assert "trainer" not in fake.started
@@ -131,3 +136,27 @@ def test_builds_run_niced(tmp_path: Path) -> None:
     )
     niceness = int(out.read_text().split(")")[-1].split()[16])
     assert niceness == min(19, os.nice(0) + gobuild._BUILD_NICENESS)
+
+
+def test_one_heartbeat_line_names_every_running_build(
+    fake: FakeBuilds, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(builds, "HEARTBEAT", 0.05)
+    profile = load_profile("latest")
+    # Two at a time, so that one line must name both.
+    started = builds.Builds(profile, parallel=2).start()
+    wanted = (
+        f"still building etcd {profile.version('etcd')} (",
+        f", kubernetes {profile.version('kubernetes')} (",
+    )
+    seen = ""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        seen += capsys.readouterr().err
+        if any(all(part in line for part in wanted) for line in seen.splitlines()):
+            break
+        time.sleep(0.02)
+    for event in fake.release.values():
+        event.set()
+    started.wait_all()
+    assert any(all(part in line for part in wanted) for line in seen.splitlines()), seen

@@ -1,12 +1,15 @@
-"""A profile's builds, two at a time in the background, each usable as soon as it is done.
+"""A profile's builds in the background, each usable as soon as it is done.
 
 On a cold machine the builds are nearly all of the time to a first verdict.
-One `go build` keeps both cores busy while it compiles, but not while it
-resolves and downloads modules or links (one core), so a second build fills
-those gaps. The embedded start does not wait for all of them either: it
-starts the control plane once etcd, Kubernetes and KWOK exist, and each
-manager once its own binary does. With a warm cache every build is found at
+The embedded start does not wait for all of them: it starts the control plane
+once etcd, Kubernetes and KWOK exist, and each manager once its own binary
+does, while the rest still build. With a warm cache every build is found at
 once and nothing changes.
+
+One build at a time. Two at once were slower on 2 cores (README, "A first
+verdict on a cold machine"): the builds share most of their dependencies
+(Kubernetes' libraries), and two builds compile the same packages side by
+side, where one after the other the second finds them in Go's build cache.
 
 Builds run at a lower CPU priority (nice): a control plane started meanwhile
 must answer its health checks in time (kube-controller-manager gives up on a
@@ -22,6 +25,7 @@ from concurrent import futures
 from concurrent.futures import Future
 from pathlib import Path
 
+from trainjob_conformance.progress import HEARTBEAT, format_seconds, say
 from trainjob_conformance.stack import gobuild
 from trainjob_conformance.stack.components import BUILD_ORDER
 from trainjob_conformance.stack.profiles import Profile
@@ -31,9 +35,8 @@ _ABORT_CHECK = 0.05
 # More than the builds' own look (0.2 s) plus a go process's exit after SIGKILL.
 _CANCEL_BOUND = 5.0
 
-# Two builds at a time: measured on 2 cores (README, "A first verdict on a cold
-# machine"); more only add memory and contention.
-PARALLEL_BUILDS = 2
+# Builds at a time (see above): more compile shared packages twice.
+PARALLEL_BUILDS = 1
 
 
 class Builds:
@@ -48,9 +51,11 @@ class Builds:
         self._queue = list(self.components)
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
+        self._all_done = threading.Event()
         self._parallel = parallel
         self._started = time.monotonic()
         self._threads: list[threading.Thread] = []
+        self._running: dict[str, float] = {}  # component -> when its build began
         self.finished_at: dict[str, float] = {}  # seconds after the start, per component
 
     def start(self) -> Builds:
@@ -58,7 +63,23 @@ class Builds:
             thread = threading.Thread(target=self._work, name=f"build-{index}", daemon=True)
             self._threads.append(thread)
             thread.start()
+        threading.Thread(target=self._heartbeat, name="build-heartbeat", daemon=True).start()
         return self
+
+    def _heartbeat(self) -> None:
+        """One line for all the builds that run, instead of one per build."""
+        while not self._all_done.wait(HEARTBEAT):
+            with self._lock:
+                running = dict(self._running)
+            if running:
+                now = time.monotonic()
+                say(
+                    "still building "
+                    + ", ".join(
+                        f"{key} {self.profile.version(key)} ({format_seconds(now - began)})"
+                        for key, began in running.items()
+                    )
+                )
 
     def _next(self) -> str | None:
         with self._lock:
@@ -70,9 +91,11 @@ class Builds:
         while (key := self._next()) is not None:
             future = self._futures[key]
             try:
+                with self._lock:
+                    self._running[key] = time.monotonic()
                 future.set_result(
                     gobuild.build_component(
-                        key, self.profile.version(key), cancelled=self._cancelled
+                        key, self.profile.version(key), cancelled=self._cancelled, heartbeat=None
                     )
                 )
             except BaseException as error:  # handed to whoever waits for this component
@@ -81,11 +104,15 @@ class Builds:
                 self.cancel()
             finally:
                 self.finished_at[key] = round(time.monotonic() - self._started, 1)
+                with self._lock:
+                    self._running.pop(key, None)
         # Whatever is still queued was cancelled: its waiters must not wait forever.
         with self._lock:
             left, self._queue = self._queue, []
         for key in left:
             self._futures[key].set_exception(gobuild.BuildCancelled(f"the build of {key}"))
+        if self.done():
+            self._all_done.set()
 
     def wait(
         self, components: Iterable[str], abort: Callable[[], None] | None = None

@@ -23,7 +23,7 @@ from pathlib import Path
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.interrupts import die_with_parent
 from trainjob_conformance.paths import cache_root
-from trainjob_conformance.progress import step
+from trainjob_conformance.progress import HEARTBEAT, step
 from trainjob_conformance.stack.components import COMPONENTS, Component
 
 _RELATIVE_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+(\.\.?/\S*)\s*$")
@@ -196,20 +196,31 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def _remove_abandoned_partials(target: Path) -> None:
+_PARTIAL_PREFIX = ".partial-"
+
+
+def _remove_abandoned_partials(bin_dir: Path) -> None:
     """Partial outputs of builds whose process is gone (killed with SIGKILL)."""
-    for partial in target.parent.glob(f".{target.name}.partial-*"):
+    # `.<binary>.partial-<pid>` files are what earlier versions left.
+    for partial in bin_dir.glob(f".*{_PARTIAL_PREFIX[1:]}*"):
         pid = partial.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not Path("/proc", pid).exists():
-            partial.unlink(missing_ok=True)
+            if partial.is_dir():
+                shutil.rmtree(partial, ignore_errors=True)
+            else:
+                partial.unlink(missing_ok=True)
 
 
 def build_component(
-    component_key: str, version: str, cancelled: threading.Event | None = None
+    component_key: str,
+    version: str,
+    cancelled: threading.Event | None = None,
+    heartbeat: float | None = HEARTBEAT,
 ) -> dict[str, Path]:
     """Build every binary of one component at one version, unless cached.
 
-    `cancelled` stops it (its go process included) once set.
+    `cancelled` stops it (its go process included) once set; `heartbeat`
+    is passed to each binary's progress step.
     """
     component = COMPONENTS[component_key]
     outputs = {b: binary_path(component_key, version, b) for b in component.binaries}
@@ -234,31 +245,68 @@ def build_component(
     ldflags = " ".join(["-s", "-w", *component.ldflags(version, info.commit, build_date)])
     outputs[next(iter(outputs))].parent.mkdir(parents=True, exist_ok=True)
 
-    for binary, package in component.binaries.items():
-        target = outputs[binary]
-        if target.is_file():
-            continue
-        log = logs / f"{binary}-{version}.log"
-        log.write_text(f"building {package} from {component.module}@{version}\n")
-        _remove_abandoned_partials(target)
-        with step(f"building {binary} {version}"):
+    missing = {b: pkg for b, pkg in component.binaries.items() if not outputs[b].is_file()}
+    args = [go, "build", "-trimpath", "-ldflags", ldflags]
+    if component.tags:
+        args += ["-tags", ",".join(component.tags)]
+    # One go command for all of a component's binaries: one dependency graph,
+    # so go links one binary while it still compiles the next one's packages
+    # (one after another, each link ran on one core of two). It names each
+    # binary after its package, which holds for every multi-binary component.
+    together = len(missing) > 1 and all(pkg.rsplit("/", 1)[-1] == b for b, pkg in missing.items())
+    groups = [missing] if together else [{b: pkg} for b, pkg in missing.items()]
+    for group in groups:
+        name = ", ".join(group)
+        log = logs / f"{component_key if together else name}-{version}.log"
+        log.write_text(f"building {' '.join(group.values())} from {component.module}@{version}\n")
+        with step(f"building {name} {version}", heartbeat):
             _run_logged(
-                [go, "get", f"{package}@{version}"], workdir, log, f"go get {package}", cancelled
+                [go, "get", *(f"{pkg}@{version}" for pkg in group.values())],
+                workdir,
+                log,
+                f"go get {' '.join(group.values())}",
+                cancelled,
             )
-            partial = target.with_name(f".{binary}.partial-{os.getpid()}")
-            args = [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial)]
-            if component.tags:
-                args += ["-tags", ",".join(component.tags)]
-            try:
-                _run_logged(
-                    [*args, package], workdir, log, f"building {binary} {version}", cancelled
-                )
-                # The rename is atomic, so an interrupted build never leaves a
-                # file under the final name.
-                os.replace(partial, target)
-            finally:
-                partial.unlink(missing_ok=True)
+            _build_into_place(
+                args,
+                {outputs[b]: pkg for b, pkg in group.items()},
+                workdir,
+                log,
+                f"building {name} {version}",
+                cancelled,
+            )
     return outputs
+
+
+def _build_into_place(
+    build: list[str],
+    targets: dict[Path, str],
+    workdir: Path,
+    log: Path,
+    what: str,
+    cancelled: threading.Event | None,
+) -> None:
+    """`build` each target's package into a directory of this process's own, then rename
+    each binary into place.
+
+    The rename is atomic, so an interrupted build never leaves a file under
+    the final name; the directory of a build killed with SIGKILL is removed by
+    the next build.
+    """
+    bin_dir = next(iter(targets)).parent
+    _remove_abandoned_partials(bin_dir)
+    partial = bin_dir / f"{_PARTIAL_PREFIX}{os.getpid()}"
+    partial.mkdir(exist_ok=True)
+    try:
+        # One package: named as the harness names it. Several: with a trailing
+        # slash, go writes each into the directory under its package's name.
+        output = str(partial / next(iter(targets)).name) if len(targets) == 1 else f"{partial}/"
+        command = [*build, "-o", output, *targets.values()]
+        _run_logged(command, workdir, log, what, cancelled)
+        for target in targets:
+            os.replace(partial / target.name, target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def module_source(component_key: str, version: str) -> Path:
