@@ -13,8 +13,7 @@ from trainjob_conformance.cluster.introspect import detect_stack
 from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import NotYet
-from trainjob_conformance.stack.builds import build_profile
-from trainjob_conformance.stack.gobuild import binary_path, module_source
+from trainjob_conformance.stack.gobuild import binary_path, build_profile, module_source
 from trainjob_conformance.stack.profiles import load_profile
 
 pytestmark = pytest.mark.harness

@@ -1,4 +1,7 @@
 import os
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -98,67 +101,41 @@ def test_unknown_profile_lists_the_known_ones():
         load_profile("nope")
 
 
-FAKE_GO = """#!/bin/sh
-# Stands in for go: notes each command, and for `build -o OUT PKG...` writes
-# OUT (one package) or OUT/<last element of each package> (several).
-echo "$*" >> "$GO_CALLS"
-[ "$1" = build ] || exit 0
-while [ "$1" != -o ]; do shift; done
-out=$2; shift 2
-case "$out" in
-  */) for pkg in "$@"; do echo built > "$out/${pkg##*/}"; done ;;
-  *) echo built > "$out" ;;
-esac
-"""
+def _gone(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
 
 
-@pytest.fixture
-def fake_go(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "fake-bin"
-    bin_dir.mkdir()
-    go = bin_dir / "go"
-    go.write_text(FAKE_GO)
-    go.chmod(0o755)
-    calls = tmp_path / "go-calls"
-    monkeypatch.setenv("GO_CALLS", str(calls))
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("TRAINJOB_CONFORMANCE_CACHE", str(tmp_path / "cache"))
-    source = tmp_path / "source"
-    source.mkdir()
-    (source / "go.mod").write_text("module example\n\ngo 1.26\n")
+def test_an_interrupted_build_stops_go_and_what_it_started(tmp_path, monkeypatch):
+    """The whole process group goes: go's compilers would otherwise build on unseen."""
+    child_pid = tmp_path / "child.pid"
+    real_wait = subprocess.Popen.wait
 
-    def downloaded(module, version):
-        return gobuild.ModuleInfo(module, version, source, source / "go.mod", "abc", "")
+    def interrupted_once_the_child_runs(self, timeout=None):
+        deadline = time.monotonic() + 5
+        while not child_pid.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        monkeypatch.setattr(subprocess.Popen, "wait", real_wait)
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(gobuild, "download_module", downloaded)
-    return calls
-
-
-def test_a_components_binaries_are_built_by_one_go_command(fake_go):
-    built = gobuild.build_component("kwok", "v0.8.0")
-    assert sorted(built) == ["kwok", "kwokctl"]
-    assert all(path.read_text() == "built\n" for path in built.values())
-    builds = [line for line in fake_go.read_text().splitlines() if line.startswith("build")]
-    assert len(builds) == 1
-    assert builds[0].endswith("sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl")
-    # Nothing half-built is left beside the binaries.
-    assert sorted(p.name for p in next(iter(built.values())).parent.iterdir()) == [
-        "kwok",
-        "kwokctl",
-    ]
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted_once_the_child_runs)
+    script = f"sleep 60 & echo $! > {child_pid}.tmp; mv {child_pid}.tmp {child_pid}; wait"
+    with pytest.raises(KeyboardInterrupt):
+        gobuild._run_logged(["sh", "-c", script], tmp_path, tmp_path / "log", "building x")
+    pid = int(child_pid.read_text())
+    deadline = time.monotonic() + 5
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _gone(pid), f"pid {pid}, started by the interrupted build, still runs"
 
 
-def test_a_binary_not_named_after_its_package_is_built_under_its_own_name(fake_go):
-    built = gobuild.build_component("etcd", "v3.6.16")
-    assert built["etcd"].name == "etcd" and built["etcd"].is_file()
-
-
-def test_what_a_killed_build_left_is_removed_by_the_next(fake_go):
-    bin_dir = gobuild.bin_dir("kwok", "v0.8.0")
-    dead = bin_dir / ".partial-999999999"
-    dead.mkdir(parents=True)
-    (dead / "kwok").write_text("half")
-    old_style = bin_dir / ".kwok.partial-999999999"
-    old_style.write_text("half")
-    gobuild.build_component("kwok", "v0.8.0")
-    assert not dead.exists() and not old_style.exists()
+def test_builds_run_niced(tmp_path):
+    out = tmp_path / "stat"
+    gobuild._run_logged(
+        ["sh", "-c", f"cat /proc/self/stat > {out}"], tmp_path, tmp_path / "log", "x"
+    )
+    niceness = int(out.read_text().rsplit(")", 1)[1].split()[16])
+    assert niceness == min(19, os.nice(0) + gobuild._BUILD_NICENESS)

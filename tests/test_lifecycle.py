@@ -7,6 +7,7 @@ harness's own bookkeeping, not cluster behaviour.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -34,6 +35,12 @@ def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
     for process in started:
         process.kill()
         process.wait()
+
+
+def _ignores_sigterm(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    ignored = next(line for line in status.splitlines() if line.startswith("SigIgn:"))
+    return bool(int(ignored.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
 
 
 def sleeper(started: list[subprocess.Popen[bytes]], marker: str = "") -> subprocess.Popen[bytes]:
@@ -184,6 +191,11 @@ def test_reap_kills_what_ignores_sigterm_once_the_grace_is_over(
     ledger = ProcessLedger.create(tmp_path)
     stubborn = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300"], start_new_session=True)
     sleepers.append(stubborn)
+    # A SIGTERM sent before sh has run its trap would end it at once.
+    deadline = time.monotonic() + 5
+    while not _ignores_sigterm(stubborn.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _ignores_sigterm(stubborn.pid)
     identity = ProcessIdentity.of(stubborn.pid, "sh")
     assert identity is not None
     ledger.record(identity)

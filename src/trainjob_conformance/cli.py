@@ -32,7 +32,7 @@ from trainjob_conformance.stack.profiles import (
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from trainjob_conformance.stack.builds import build_profile
+    from trainjob_conformance.stack.gobuild import build_profile
 
     args.profile = _profile_arg(args)
     _check_writable(cache_root(), f"the build cache (${CACHE_ENV})")
@@ -256,7 +256,7 @@ def _build_before_fanning_out(profiles: list[str]) -> None:
     """Profiles share components (Kubernetes, etcd, KWOK): children started together
     would build the same one in the same work directory at once. Built here, one
     after another; with a warm cache this only finds the files."""
-    from trainjob_conformance.stack.builds import build_profile
+    from trainjob_conformance.stack.gobuild import build_profile
 
     for name in profiles:
         build_profile(load_profile(name))

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 PREFIX = "[trainjob-conformance]"
-HEARTBEAT = 30.0  # seconds between "still running" lines
 
 
 def say(message: str) -> None:
@@ -22,18 +21,14 @@ def format_seconds(seconds: float) -> str:
 
 
 @contextmanager
-def step(what: str, heartbeat: float | None = HEARTBEAT) -> Iterator[None]:
-    """Announce a step, repeat a heartbeat while it runs, and report its time.
-
-    `heartbeat=None`: no heartbeat of its own (a caller that runs several
-    steps at once says what still runs, in one line).
-    """
+def step(what: str, heartbeat: float = 30.0) -> Iterator[None]:
+    """Announce a step, repeat a heartbeat while it runs, and report its time."""
     started = time.monotonic()
     done = threading.Event()
     say(f"{what} ...")
 
     def beat() -> None:
-        while heartbeat is not None and not done.wait(heartbeat):
+        while not done.wait(heartbeat):
             say(f"{what} still running ({format_seconds(time.monotonic() - started)})")
 
     ticker = threading.Thread(target=beat, daemon=True)

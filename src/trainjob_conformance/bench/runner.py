@@ -32,7 +32,7 @@ from trainjob_conformance.interrupts import die_with_parent
 from trainjob_conformance.kube.client import HARNESS_USER_AGENT
 from trainjob_conformance.progress import say
 from trainjob_conformance.report.model import NOT_APPLICABLE, SKIPPED, RunReport
-from trainjob_conformance.stack.builds import build_profile
+from trainjob_conformance.stack.gobuild import build_profile
 from trainjob_conformance.stack.profiles import Profile
 
 TIMELINE_FILE = "timeline.json"

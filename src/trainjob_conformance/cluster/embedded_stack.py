@@ -58,9 +58,7 @@ from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError, Conflict
 from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.progress import say, step
-from trainjob_conformance.stack.builds import Builds
-from trainjob_conformance.stack.components import CONTROL_PLANE
-from trainjob_conformance.stack.gobuild import module_source
+from trainjob_conformance.stack.gobuild import build_profile, module_source
 from trainjob_conformance.stack.profiles import Profile
 
 _CONTROLLERS = ("jobset", "trainer", "kueue")
@@ -117,7 +115,6 @@ class EmbeddedStackCluster:
         # keeps a manager from starting once `down` has begun.
         self._tasks = TaskGroup()
         self._launching = threading.Lock()
-        self._builds: Builds | None = None
 
     def _timed(self, key: str, started: float) -> None:
         self.timings[key] = round(time.monotonic() - started, 1)
@@ -130,10 +127,8 @@ class EmbeddedStackCluster:
         register_cleanup(self.down)
         clock = self.phases
         started = time.monotonic()
-        # The managers build on while the control plane starts (cold machine).
-        builds = self._builds = Builds(self.profile).start()
         with clock.phase("build"):
-            binaries = builds.wait(CONTROL_PLANE)
+            binaries = build_profile(self.profile)
         self._timed("build", started)
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -149,7 +144,7 @@ class EmbeddedStackCluster:
         # answers (kwokctl still waits for the other components to report ready).
         self.control_plane.begin()
         with clock.phase("manifests read"):
-            plan = self._plan(builds)
+            plan = self._plan(binaries)
         with clock.phase("API server ready"):
             kubeconfig = self.control_plane.wait_api_server()
         with step("installing JobSet, Kueue and Trainer"):
@@ -164,7 +159,6 @@ class EmbeddedStackCluster:
             )
         self.timings["control_plane"] = clock.seconds("control plane") or 0.0
         self._timed("total", started)
-        self.timings["builds"] = builds.seconds()
         self.timings["stack"] = round(
             self.timings["total"] - self.timings["build"] - self.timings["control_plane"], 1
         )
@@ -188,10 +182,14 @@ class EmbeddedStackCluster:
             health_file=self.watch.path,
         )
         self._write_state(handle)
-        say(_ready_line(self.timings))
+        say(
+            f"cluster ready in {self.timings['total']}s "
+            f"(build {self.timings['build']}s, control plane {self.timings['control_plane']:.1f}s, "
+            f"then the stack {self.timings['stack']}s more)"
+        )
         return handle
 
-    def _plan(self, builds: Builds) -> _Plan:
+    def _plan(self, binaries: dict[str, Path]) -> _Plan:
         ca = CertificateAuthority(self.run_dir / "pki")
         controllers = _CONTROLLERS + tuple(
             c for c in _OPTIONAL_CONTROLLERS if self.profile.has(c) and _can_isolate(c)
@@ -199,7 +197,7 @@ class EmbeddedStackCluster:
         sources = {name: module_source(name, self.profile.version(name)) for name in controllers}
         ports = {name: Ports.pick() for name in controllers}
         return _Plan(
-            builds=builds,
+            binaries=binaries,
             ca=ca,
             ports=ports,
             crds={n: crds(sources[n], n, ports[n].webhook, ca.ca_pem) for n in controllers},
@@ -256,7 +254,6 @@ class EmbeddedStackCluster:
             established[name].set()
             for needed in _NEEDS[name]:
                 tasks.wait_event(established[needed])
-            self._wait_built(name, tasks.check)
             launched = clock.now()
             controller = self._launch_ready(name, plan, kubeconfig, tasks.check)
             clock.record(f"{name} manager ready", launched)
@@ -298,14 +295,6 @@ class EmbeddedStackCluster:
                 interval=_LOCAL_POLL,
             )
 
-    def _wait_built(self, name: str, abort: Callable[[], None]) -> None:
-        """On a cold machine a manager's build may still run when its CRDs are ready."""
-        assert self._builds is not None
-        if self._builds.done_with(name):
-            return
-        with self.phases.phase(f"{name} built (waited)"):
-            self._builds.wait([name], abort=abort)
-
     def _launch_ready(
         self, name: str, plan: _Plan, kubeconfig: Path, abort: Callable[[], None]
     ) -> HostController:
@@ -335,7 +324,7 @@ class EmbeddedStackCluster:
         directory = self.run_dir / name
         directory.mkdir(parents=True, exist_ok=True)
         launch = Launch(
-            plan.binary(name),
+            plan.binaries[_BINARY[name]],
             kubeconfig,
             plan.ca,
             directory,
@@ -403,8 +392,6 @@ class EmbeddedStackCluster:
 
     def down(self) -> None:
         unregister_cleanup(self.down)
-        if self._builds is not None:
-            self._builds.cancel(wait=True)  # a start interrupted while it still built
         with self._launching:
             self._tasks.stop()  # a start still running gives up; no manager starts after this
         if self.watch is not None:
@@ -422,22 +409,6 @@ class EmbeddedStackCluster:
             self.owner = None
         # The cluster is gone: its state would only mislead `existing` and `down`.
         (self.run_dir / STATE_FILE).unlink(missing_ok=True)
-
-
-def _ready_line(timings: dict[str, float]) -> str:
-    ready = f"cluster ready in {timings['total']}s"
-    control_plane = f"control plane {timings['control_plane']:.1f}s"
-    if timings["builds"] <= timings["build"] + 1:
-        return (
-            f"{ready} (build {timings['build']}s, {control_plane}, "
-            f"then the stack {timings['stack']}s more)"
-        )
-    # Cold: the control plane started once its binaries existed, the managers built on.
-    return (
-        f"{ready} (builds {timings['builds']}s, of which the control plane's "
-        f"{timings['build']}s; {control_plane}; ready "
-        f"{round(timings['total'] - timings['builds'], 1)}s after the last build)"
-    )
 
 
 def _process_probe(controller: HostController) -> Probe:
@@ -592,16 +563,13 @@ def _wait_discoverable(
 class _Plan:
     """What the install needs, read before the API server answers."""
 
-    builds: Builds
+    binaries: dict[str, Path]
     ca: CertificateAuthority
     ports: dict[str, Ports]
     crds: dict[str, list[dict[str, Any]]]
     # Per manager, in start order: where its release's manifests are read from.
     sources: dict[str, Path]
     runtime: dict[str, Any]
-
-    def binary(self, manager: str) -> Path:
-        return self.builds.wait([manager])[_BINARY[manager]]
 
 
 def _torch_runtime(trainer_source: Path) -> dict[str, Any]:

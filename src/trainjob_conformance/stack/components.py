@@ -115,9 +115,5 @@ COMPONENTS: dict[str, Component] = {
     )
 }
 
-# Build order (stack/builds.py): the control plane first, so that it starts
-# while the managers build. Each build reuses the packages the builds before
-# it compiled (etcd's client libraries, Kubernetes' own) from Go's cache.
+# Build order: the cluster first, so a debugging user gets it soonest.
 BUILD_ORDER = ("etcd", "kubernetes", "kwok", "jobset", "kueue", "trainer", "training-operator")
-# What the control plane runs (kubectl among Kubernetes' binaries: kwokctl calls it).
-CONTROL_PLANE = ("etcd", "kubernetes", "kwok")

@@ -15,7 +15,6 @@ import re
 import shutil
 import signal
 import subprocess
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,8 +22,9 @@ from pathlib import Path
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.interrupts import die_with_parent
 from trainjob_conformance.paths import cache_root
-from trainjob_conformance.progress import HEARTBEAT, step
-from trainjob_conformance.stack.components import COMPONENTS, Component
+from trainjob_conformance.progress import step
+from trainjob_conformance.stack.components import BUILD_ORDER, COMPONENTS, Component
+from trainjob_conformance.stack.profiles import Profile
 
 _RELATIVE_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+(\.\.?/\S*)\s*$")
 _GO_DIRECTIVE = re.compile(r"^go\s+(\S+)\s*$", re.MULTILINE)
@@ -125,28 +125,17 @@ def binary_path(component_key: str, version: str, binary: str) -> Path:
     return bin_dir(component_key, version) / binary
 
 
-class BuildCancelled(ConformanceError):
-    """A build stopped because the start no longer needs it (interrupted, or another failed)."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"{what} was stopped before it finished")
-
-
-# A build that runs beside a starting cluster yields the CPU to it.
+# A build yields the CPU to whatever else runs (a cluster, other tests).
 _BUILD_NICENESS = 10
-# How soon a cancelled build's go process is stopped.
-_CANCEL_CHECK = 0.2
 
 
 def _build_child() -> None:
-    """For `preexec_fn`: die with the harness, and give way to the cluster's processes."""
+    """For `preexec_fn`: die with the harness, and give way to other processes."""
     die_with_parent()
     os.nice(_BUILD_NICENESS)
 
 
-def _run_logged(
-    args: list[str], cwd: Path, log: Path, what: str, cancelled: threading.Event | None = None
-) -> None:
+def _run_logged(args: list[str], cwd: Path, log: Path, what: str) -> None:
     with log.open("a") as sink:
         sink.write(f"\n$ {' '.join(args)}\n")
         sink.flush()
@@ -162,66 +151,41 @@ def _run_logged(
             process_group=0,
             preexec_fn=_build_child,
         )
-        returncode = _wait_or_stop(process, cancelled)
-    if cancelled is not None and cancelled.is_set():
-        raise BuildCancelled(what)
+        returncode = _wait_or_stop(process)
     if returncode != 0:
         raise ConformanceError(f"{what} failed (exit {returncode}); see the build log {log}")
 
 
-def _wait_or_stop(process: subprocess.Popen[bytes], cancelled: threading.Event | None) -> int:
-    """Wait for go; stop its whole group if the build is cancelled or this thread interrupted.
-
-    Only this thread waits for the process, so it is not yet reaped when its
-    group is signalled: the group id cannot belong to another process.
-    """
+def _wait_or_stop(process: subprocess.Popen[bytes]) -> int:
+    """Wait for go; on Ctrl-C or SIGTERM (raised here as KeyboardInterrupt) stop its group."""
     try:
-        while True:
-            try:
-                return process.wait(timeout=_CANCEL_CHECK)
-            except subprocess.TimeoutExpired:
-                if cancelled is not None and cancelled.is_set():
-                    break
-    except BaseException:  # Ctrl-C in a build run by the main thread
-        _stop_group(process)
+        return process.wait()
+    except BaseException:
+        stop_group(process)
         raise
-    _stop_group(process)
-    return process.returncode
 
 
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process's whole group, once: only while it is not yet reaped.
+
+    Until it is reaped, its pid (the group's id) cannot be given to another process.
+    """
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
 
-_PARTIAL_PREFIX = ".partial-"
-
-
-def _remove_abandoned_partials(bin_dir: Path) -> None:
+def _remove_abandoned_partials(target: Path) -> None:
     """Partial outputs of builds whose process is gone (killed with SIGKILL)."""
-    # `.<binary>.partial-<pid>` files are what earlier versions left.
-    for partial in bin_dir.glob(f".*{_PARTIAL_PREFIX[1:]}*"):
+    for partial in target.parent.glob(f".{target.name}.partial-*"):
         pid = partial.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not Path("/proc", pid).exists():
-            if partial.is_dir():
-                shutil.rmtree(partial, ignore_errors=True)
-            else:
-                partial.unlink(missing_ok=True)
+            partial.unlink(missing_ok=True)
 
 
-def build_component(
-    component_key: str,
-    version: str,
-    cancelled: threading.Event | None = None,
-    heartbeat: float | None = HEARTBEAT,
-) -> dict[str, Path]:
-    """Build every binary of one component at one version, unless cached.
-
-    `cancelled` stops it (its go process included) once set; `heartbeat`
-    is passed to each binary's progress step.
-    """
+def build_component(component_key: str, version: str) -> dict[str, Path]:
+    """Build every binary of one component at one version, unless cached."""
     component = COMPONENTS[component_key]
     outputs = {b: binary_path(component_key, version, b) for b in component.binaries}
     if all(path.is_file() for path in outputs.values()):
@@ -245,68 +209,36 @@ def build_component(
     ldflags = " ".join(["-s", "-w", *component.ldflags(version, info.commit, build_date)])
     outputs[next(iter(outputs))].parent.mkdir(parents=True, exist_ok=True)
 
-    missing = {b: pkg for b, pkg in component.binaries.items() if not outputs[b].is_file()}
-    args = [go, "build", "-trimpath", "-ldflags", ldflags]
-    if component.tags:
-        args += ["-tags", ",".join(component.tags)]
-    # One go command for all of a component's binaries: one dependency graph,
-    # so go links one binary while it still compiles the next one's packages
-    # (one after another, each link ran on one core of two). It names each
-    # binary after its package, which holds for every multi-binary component.
-    together = len(missing) > 1 and all(pkg.rsplit("/", 1)[-1] == b for b, pkg in missing.items())
-    groups = [missing] if together else [{b: pkg} for b, pkg in missing.items()]
-    for group in groups:
-        name = ", ".join(group)
-        log = logs / f"{component_key if together else name}-{version}.log"
-        log.write_text(f"building {' '.join(group.values())} from {component.module}@{version}\n")
-        with step(f"building {name} {version}", heartbeat):
-            _run_logged(
-                [go, "get", *(f"{pkg}@{version}" for pkg in group.values())],
-                workdir,
-                log,
-                f"go get {' '.join(group.values())}",
-                cancelled,
-            )
-            _build_into_place(
-                args,
-                {outputs[b]: pkg for b, pkg in group.items()},
-                workdir,
-                log,
-                f"building {name} {version}",
-                cancelled,
-            )
+    for binary, package in component.binaries.items():
+        target = outputs[binary]
+        if target.is_file():
+            continue
+        log = logs / f"{binary}-{version}.log"
+        log.write_text(f"building {package} from {component.module}@{version}\n")
+        _remove_abandoned_partials(target)
+        with step(f"building {binary} {version}"):
+            _run_logged([go, "get", f"{package}@{version}"], workdir, log, f"go get {package}")
+            partial = target.with_name(f".{binary}.partial-{os.getpid()}")
+            args = [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial)]
+            if component.tags:
+                args += ["-tags", ",".join(component.tags)]
+            try:
+                _run_logged([*args, package], workdir, log, f"building {binary} {version}")
+                # The rename is atomic, so an interrupted build never leaves a
+                # file under the final name.
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
     return outputs
 
 
-def _build_into_place(
-    build: list[str],
-    targets: dict[Path, str],
-    workdir: Path,
-    log: Path,
-    what: str,
-    cancelled: threading.Event | None,
-) -> None:
-    """`build` each target's package into a directory of this process's own, then rename
-    each binary into place.
-
-    The rename is atomic, so an interrupted build never leaves a file under
-    the final name; the directory of a build killed with SIGKILL is removed by
-    the next build.
-    """
-    bin_dir = next(iter(targets)).parent
-    _remove_abandoned_partials(bin_dir)
-    partial = bin_dir / f"{_PARTIAL_PREFIX}{os.getpid()}"
-    partial.mkdir(exist_ok=True)
-    try:
-        # One package: named as the harness names it. Several: with a trailing
-        # slash, go writes each into the directory under its package's name.
-        output = str(partial / next(iter(targets)).name) if len(targets) == 1 else f"{partial}/"
-        command = [*build, "-o", output, *targets.values()]
-        _run_logged(command, workdir, log, what, cancelled)
-        for target in targets:
-            os.replace(partial / target.name, target)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+def build_profile(profile: Profile) -> dict[str, Path]:
+    """Build (or reuse) every binary a profile needs; returns name -> path."""
+    binaries: dict[str, Path] = {}
+    for key in BUILD_ORDER:
+        if profile.has(key):
+            binaries.update(build_component(key, profile.version(key)))
+    return binaries
 
 
 def module_source(component_key: str, version: str) -> Path:
