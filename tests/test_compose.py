@@ -285,3 +285,17 @@ def test_the_plugin_reads_a_composed_profile(
     else:
         monkeypatch.setenv("TRAINJOB_PROFILE", "latest+kueue=v0.16.6")
     pytester.runpytest(*args).assert_outcomes(passed=1)
+
+
+def test_run_lets_an_idle_worker_take_queued_tests_unless_told_otherwise() -> None:
+    import argparse
+
+    args = argparse.Namespace(
+        cluster="embedded", workers=2, kubeconfig=None, pack=[], report=None, pytest_args=[]
+    )
+    command = cli._pytest_command(args, "latest")
+    assert command[command.index("--dist") + 1] == "worksteal"
+    # The user's own choice, given after --, comes later and wins.
+    args.pytest_args = ["--dist", "load"]
+    command = cli._pytest_command(args, "latest")
+    assert command[len(command) - 1 - command[::-1].index("--dist") + 1] == "load"
