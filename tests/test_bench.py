@@ -10,10 +10,11 @@ import pytest
 
 from trainjob_conformance.bench.runner import BenchRun, PolicySample, samples_from
 from trainjob_conformance.bench.summary import spread, summarize, table
-from trainjob_conformance.bench.timeline import object_stamps, parse_time, timeline_of
+from trainjob_conformance.bench.timeline import object_stamps, timeline_of
 from trainjob_conformance.cli import main
 from trainjob_conformance.cluster.phases import Phase, PhaseClock, read_phases
 from trainjob_conformance.kube.errors import NotFound
+from trainjob_conformance.kube.timestamps import parse_time
 
 T0 = 1_800_000_000.0  # a whole second
 

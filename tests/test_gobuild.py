@@ -1,11 +1,11 @@
 import os
 import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
+from trainjob_conformance.cluster.ledger import ProcessIdentity
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.waits import wait_for
 from trainjob_conformance.stack import gobuild
 from trainjob_conformance.stack.components import COMPONENTS
 from trainjob_conformance.stack.profiles import load_profile, profile_names
@@ -101,23 +101,13 @@ def test_unknown_profile_lists_the_known_ones():
         load_profile("nope")
 
 
-def _gone(pid):
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state == "Z"
-
-
 def test_an_interrupted_build_stops_go_and_what_it_started(tmp_path, monkeypatch):
     """The whole process group goes: go's compilers would otherwise build on unseen."""
     child_pid = tmp_path / "child.pid"
     real_wait = subprocess.Popen.wait
 
     def interrupted_once_the_child_runs(self, timeout=None):
-        deadline = time.monotonic() + 5
-        while not child_pid.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for("the build's child to start", child_pid.exists, timeout=5)
         monkeypatch.setattr(subprocess.Popen, "wait", real_wait)
         raise KeyboardInterrupt
 
@@ -125,11 +115,9 @@ def test_an_interrupted_build_stops_go_and_what_it_started(tmp_path, monkeypatch
     script = f"sleep 60 & echo $! > {child_pid}.tmp; mv {child_pid}.tmp {child_pid}; wait"
     with pytest.raises(KeyboardInterrupt):
         gobuild._run_logged(["sh", "-c", script], tmp_path, tmp_path / "log", "building x")
-    pid = int(child_pid.read_text())
-    deadline = time.monotonic() + 5
-    while not _gone(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _gone(pid), f"pid {pid}, started by the interrupted build, still runs"
+    child = ProcessIdentity.of(int(child_pid.read_text()), "sleep")
+    if child is not None:  # None: gone already
+        wait_for("the interrupted build's child to be stopped", lambda: not child.is_alive(), 5)
 
 
 def test_builds_run_niced(tmp_path):

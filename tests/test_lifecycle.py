@@ -192,10 +192,7 @@ def test_reap_kills_what_ignores_sigterm_once_the_grace_is_over(
     stubborn = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300"], start_new_session=True)
     sleepers.append(stubborn)
     # A SIGTERM sent before sh has run its trap would end it at once.
-    deadline = time.monotonic() + 5
-    while not _ignores_sigterm(stubborn.pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert _ignores_sigterm(stubborn.pid)
+    wait_for("sh to ignore SIGTERM", lambda: _ignores_sigterm(stubborn.pid), timeout=5)
     identity = ProcessIdentity.of(stubborn.pid, "sh")
     assert identity is not None
     ledger.record(identity)

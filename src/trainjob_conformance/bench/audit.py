@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainjob_conformance.bench.timeline import parse_time
+from trainjob_conformance.kube.timestamps import parse_time
 
 # How a cluster-scoped object's writes are filed: by its name, after this mark.
 CLUSTER_SCOPED = "/"

@@ -31,12 +31,12 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.kinds import LOCAL_QUEUE, TRAINJOB_CHAIN, Kind
+from trainjob_conformance.kube.timestamps import parse_time
 
 # What a test's namespace holds besides the TrainJob chain: a Kueue
 # LocalQueue, and the Events of all of them. Not listed: the ServiceAccount and
@@ -104,19 +104,6 @@ class Timeline:
             "intrinsic": self.intrinsic,
             "bounds": [round(low, 3), round(high, 3)],
         }
-
-
-def parse_time(text: str) -> tuple[float, bool] | None:
-    """(epoch seconds, has sub-second digits) of an RFC 3339 timestamp, else None."""
-    if len(text) < 20 or text[4] != "-" or text[10] != "T":
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return None
-    return parsed.timestamp(), "." in text[19:]
 
 
 def _is_time_key(key: str) -> bool:

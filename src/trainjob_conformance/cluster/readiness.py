@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
@@ -19,6 +18,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.kinds import CRD, RESOURCE_FLAVOR
+from trainjob_conformance.kube.timestamps import parse_time
 from trainjob_conformance.kube.waits import POLL_INTERVAL, NotYet, WaitTimeout, wait_for
 
 PROBE_NAMESPACE = "default"
@@ -191,11 +191,8 @@ def _established_at(kube: Kube, manifest: dict[str, Any]) -> float | None:
     condition = established_condition(crd)
     if condition is None:
         return None
-    moment = condition.get("lastTransitionTime") or ""
-    try:
-        return datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    parsed = parse_time(condition.get("lastTransitionTime") or "")
+    return parsed[0] if parsed else None
 
 
 def established_condition(crd: dict[str, Any]) -> dict[str, Any] | None:
