@@ -230,7 +230,9 @@ def test_the_composed_profile_reaches_the_pytest_child(
     fake_goproxy.has(KUEUE, "v0.16.6")
     monkeypatch.chdir(REPO)
     children: list[list[str]] = []
-    monkeypatch.setattr(cli, "_run_child", lambda command: children.append(command) or 0)
+    monkeypatch.setattr(
+        cli, "_run_child", lambda command, own_group=False: children.append(command) or 0
+    )
     report = tmp_path / "reports"
     assert main(["run", "--with", "kueue=v0.16.6", "--report", str(report)]) == 0
     (command,) = children

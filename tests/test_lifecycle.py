@@ -231,13 +231,24 @@ def test_run_stops_the_cluster_of_a_pytest_killed_by_sigkill(
     monkeypatch.setattr(cli, "_RUN_DIRS", [run_dir])
     monkeypatch.setattr(cli, "_profile_arg", lambda args: "latest")
     monkeypatch.setattr(cli, "_check_run_args", lambda args: None)
-    killed = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    # It leaves a worker behind, as xdist's would be (the same process group).
+    worker_pid = tmp_path / "worker.pid"
+    killed = [
+        sys.executable,
+        "-c",
+        "import os, signal, subprocess; "
+        "worker = subprocess.Popen(['sleep', '300']); "
+        f"open({str(worker_pid)!r}, 'w').write(str(worker.pid)); "
+        "os.kill(os.getpid(), signal.SIGKILL)",
+    ]
     monkeypatch.setattr(cli, "_pytest_command", lambda args, profile: killed)
 
-    code = cli._cmd_run(argparse.Namespace())
+    code = cli._cmd_run(argparse.Namespace(workers=2))
 
     assert code == 137
     assert manager.wait(timeout=5) == -15
+    worker = ProcessIdentity.of(int(worker_pid.read_text()), "sleep")
+    assert worker is None or not worker.is_alive(), "the dead pytest's worker still runs"
     err = capsys.readouterr().err
     assert "pytest was killed by SIGKILL; no verdicts for what it had not reported" in err
     assert f"stopped what a dead run left in {run_dir}: kueue (pid {manager.pid})" in err

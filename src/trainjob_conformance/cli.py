@@ -19,6 +19,7 @@ from trainjob_conformance.interrupts import (
     Terminated,
     die_with_parent,
     raise_interrupt_on_termination,
+    stop_orphaned_group,
 )
 from trainjob_conformance.paths import CACHE_ENV, cache_root
 from trainjob_conformance.stack.profiles import (
@@ -110,6 +111,8 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 # Run directories of the clusters this command started, to check on interruption.
 _RUN_DIRS: list[Path] = []
+# Process groups of pytest workers that outlived their controller and could not be stopped.
+_GROUPS_LEFT: list[int] = []
 
 
 def _new_run_dir(label: str) -> Path:
@@ -119,29 +122,47 @@ def _new_run_dir(label: str) -> Path:
     return run_dir
 
 
-def _run_child(command: list[str]) -> int:
-    """Run pytest and wait for it; on Ctrl-C or SIGTERM, let it stop its cluster first."""
-    child = subprocess.Popen(command, preexec_fn=die_with_parent)
+def _run_child(command: list[str], own_group: bool = False) -> int:
+    """Run pytest and wait for it; on Ctrl-C or SIGTERM, let it stop its cluster first.
+
+    With `own_group`, pytest runs in a process group of its own, which its
+    xdist workers share: Ctrl-C or SIGTERM here reaches the whole group as
+    SIGINT, pytest's own Ctrl-C path (every worker stops its test, the
+    controller stops the cluster), and workers that outlive a pytest killed
+    by SIGKILL are stopped through the group. Without (no workers), pytest
+    stays in the terminal's group, so that --pdb can read the terminal.
+    """
+    child = subprocess.Popen(
+        command, preexec_fn=die_with_parent, process_group=0 if own_group else None
+    )
     try:
-        return child.wait()
+        code = child.wait()
     except KeyboardInterrupt as interruption:
-        # Ctrl-C in a terminal reaches the whole process group, pytest
-        # included; a SIGTERM (CI cancelling the job) reached only this
-        # process, so pass it on.
-        if isinstance(interruption, Terminated):
+        if own_group:
+            os.killpg(child.pid, signal.SIGINT)  # not yet reaped: the group is still pytest's
+        elif isinstance(interruption, Terminated):
+            # Ctrl-C in a terminal reaches the whole process group, pytest
+            # included; a SIGTERM (CI cancelling the job) reached only this
+            # process, so pass it on.
             child.send_signal(signal.SIGTERM)
-        _wait_for_child(child)
+        _wait_for_child(child, own_group)
         raise
+    if code < 0 and own_group and not stop_orphaned_group(child.pid):
+        _GROUPS_LEFT.append(child.pid)
+    return code
 
 
-def _wait_for_child(child: subprocess.Popen[bytes]) -> None:
+def _wait_for_child(child: subprocess.Popen[bytes], own_group: bool) -> None:
     """Give the child the time its cleanup needs; a second Ctrl-C is passed on, not obeyed."""
     while True:
         try:
             child.wait()
             return
         except KeyboardInterrupt:
-            child.send_signal(signal.SIGINT)
+            if own_group:
+                os.killpg(child.pid, signal.SIGINT)
+            else:
+                child.send_signal(signal.SIGINT)
 
 
 # pytest's exit codes as this command's: interrupted is 130 (as for Ctrl-C
@@ -217,7 +238,7 @@ def _check_run_args(args: argparse.Namespace) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     args.profile = _profile_arg(args)
     _check_run_args(args)
-    code = _run_child(_pytest_command(args, args.profile))
+    code = _run_child(_pytest_command(args, args.profile), own_group=args.workers > 0)
     if code < 0:
         return _after_killed_child(signal.Signals(-code))
     return _PYTEST_EXIT.get(code, code)
@@ -630,11 +651,13 @@ def _interrupted_message() -> str:
 
     left = {run_dir: still_running(run_dir) for run_dir in _RUN_DIRS}
     left = {run_dir: names for run_dir, names in left.items() if names}
-    if not left:
+    if not left and not _GROUPS_LEFT:
         return "trainjob-conformance: interrupted; nothing it started is still running"
     lines = ["trainjob-conformance: interrupted; still running:"]
     for run_dir, names in left.items():
         lines.append(f"  {', '.join(names)}: trainjob-conformance down --run-dir {run_dir}")
+    for pgid in _GROUPS_LEFT:
+        lines.append(f"  pytest's workers, process group {pgid}: kill -KILL -- -{pgid}")
     return "\n".join(lines)
 
 

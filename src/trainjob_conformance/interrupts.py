@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import threading
 from types import FrameType
@@ -69,3 +70,35 @@ def raise_interrupt_on_termination() -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError, OSError):
             signal.signal(signum, _raise)
+
+
+# How long orphaned workers get to answer SIGTERM before SIGKILL.
+_ORPHAN_GRACE = 5.0
+
+
+def stop_orphaned_group(pgid: int, grace: float = _ORPHAN_GRACE) -> bool:
+    """Stop what is left of the process group of a leader that was killed and reaped
+    (pytest's xdist workers, whose controller died by SIGKILL); whether it is gone.
+
+    Called right after the leader was reaped: while any member lives, the
+    kernel hands its id to no new process, so the group is still the one
+    that leader started; an empty group answers ProcessLookupError.
+    """
+    from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+
+    def empty() -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    for signum, seconds in ((signal.SIGTERM, grace), (signal.SIGKILL, 1.0)):
+        if empty():
+            return True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signum)
+        # Not answered within its time: the next signal, or the caller says so.
+        with contextlib.suppress(WaitTimeout):
+            wait_for(f"process group {pgid} to exit", empty, timeout=seconds, interval=0.05)
+    return empty()
