@@ -6,11 +6,11 @@ import subprocess
 
 import pytest
 import yaml
+from trainjob_conformance.cluster.existing.provider.provider import ExistingCluster
 
-from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
-from trainjob_conformance.cluster.existing import ExistingCluster
+from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
 from trainjob_conformance.cluster.introspect import detect_stack
-from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
+from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import NotYet
 from trainjob_conformance.stack.gobuild import binary_path, build_profile, module_source

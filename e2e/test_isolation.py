@@ -14,10 +14,10 @@ import base64
 
 import pytest
 
-from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
-from trainjob_conformance.cluster.ledger import LEDGER_FILE, ProcessLedger
-from trainjob_conformance.cluster.listeners import ListenerAudit, audit
+from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
+from trainjob_conformance.cluster.isolation.listeners import ListenerAudit, audit
 from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.lifecycle.ledger import LEDGER_FILE, ProcessLedger
 from trainjob_conformance.stack.profiles import load_profile
 
 pytestmark = pytest.mark.harness

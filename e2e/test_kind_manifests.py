@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from trainjob_conformance.cluster.kind_manifests import kind_install_steps
+from trainjob_conformance.cluster.kind.manifests import kind_install_steps
 from trainjob_conformance.kube.errors import ApiError, NotFound
 from trainjob_conformance.stack.gobuild import binary_path
 from trainjob_conformance.stack.profiles import load_profile, profile_names

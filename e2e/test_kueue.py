@@ -7,7 +7,7 @@ import base64
 import pytest
 from kubernetes.utils import parse_quantity
 
-from trainjob_conformance.cluster.manifests import KUEUE_NAMESPACE
+from trainjob_conformance.cluster.embedded.manifests import KUEUE_NAMESPACE
 from trainjob_conformance.kube.kinds import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,

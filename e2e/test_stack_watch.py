@@ -19,7 +19,7 @@ import signal
 
 import pytest
 
-from trainjob_conformance.cluster.ledger import LEDGER_FILE, ProcessLedger
+from trainjob_conformance.lifecycle.ledger import LEDGER_FILE, ProcessLedger
 from trainjob_conformance.kube.kinds import JOBSET
 
 

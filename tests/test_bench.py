@@ -12,7 +12,7 @@ from trainjob_conformance.bench.runner import BenchRun, PolicySample, samples_fr
 from trainjob_conformance.bench.summary import spread, summarize, table
 from trainjob_conformance.bench.timeline import object_stamps, timeline_of
 from trainjob_conformance.cli import main
-from trainjob_conformance.cluster.phases import Phase, PhaseClock, read_phases
+from trainjob_conformance.cluster.health.phases import Phase, PhaseClock, read_phases
 from trainjob_conformance.kube.errors import NotFound
 from trainjob_conformance.kube.timestamps import parse_time
 

@@ -9,7 +9,7 @@ from trainjob_conformance.cluster.capabilities import (
     discover_topology,
     splitting_label,
 )
-from trainjob_conformance.cluster.nodes import BLOCK_LABEL, RACK_LABEL, node_manifests
+from trainjob_conformance.cluster.embedded.nodes import BLOCK_LABEL, RACK_LABEL, node_manifests
 
 
 def nodes_of(manifests: list[dict]) -> list[Node]:

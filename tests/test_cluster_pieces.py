@@ -4,9 +4,9 @@ import pytest
 import yaml
 
 from trainjob_conformance.cli import main
-from trainjob_conformance.cluster.certs import CertificateAuthority
-from trainjob_conformance.cluster.kwok_stages import HOLD_ANNOTATION, harness_stages
-from trainjob_conformance.cluster.nodes import BLOCK_LABEL, RACK_LABEL, node_manifests
+from trainjob_conformance.cluster.embedded.kwok_stages import HOLD_ANNOTATION, harness_stages
+from trainjob_conformance.cluster.embedded.nodes import BLOCK_LABEL, RACK_LABEL, node_manifests
+from trainjob_conformance.cluster.serving.certs import CertificateAuthority
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.namespaces import namespace_name
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
@@ -147,7 +147,7 @@ def test_cluster_handle_survives_the_trip_to_an_xdist_worker(tmp_path):
 
 
 def test_picked_ports_are_free_and_outside_the_ephemeral_range():
-    from trainjob_conformance.cluster import ports
+    from trainjob_conformance.cluster.serving import ports
 
     low = int(ports._EPHEMERAL.read_text().split()[0])
     picked = {ports.free_port() for _ in range(50)}
@@ -160,7 +160,7 @@ def test_a_port_is_never_handed_out_twice(monkeypatch):
     # Two picks before either is bound both pass the bind check; the second
     # must still differ (a worker cluster's JobSet health port once equalled
     # its Kueue webhook port, and Kueue exited on "address already in use").
-    from trainjob_conformance.cluster import ports
+    from trainjob_conformance.cluster.serving import ports
 
     draws = iter([25000, 25000, 25000, 25001])
     monkeypatch.setattr(ports.random, "randint", lambda low, high: next(draws))
@@ -171,7 +171,7 @@ def test_a_port_is_never_handed_out_twice(monkeypatch):
 
 
 def test_an_audited_control_plane_hands_kwokctl_a_policy_of_writes_only(tmp_path):
-    from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
+    from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
     from trainjob_conformance.stack.profiles import load_profile
 
     profile = load_profile("latest")

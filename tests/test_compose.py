@@ -71,7 +71,7 @@ def test_the_name_is_safe_for_files_junit_and_links() -> None:
 def test_a_kind_cluster_name_from_a_composed_profile_is_valid_for_kind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from trainjob_conformance.cluster.kind import KindStackCluster
+    from trainjob_conformance.cluster.kind.provider import KindStackCluster
 
     monkeypatch.setenv("KIND", sys.executable)
     monkeypatch.setenv("KUBECTL", sys.executable)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from trainjob_conformance.cluster.readiness import (
+from trainjob_conformance.cluster.health.readiness import (
     CREATE_HOLD,
     AdmissionProbe,
     wait_past_create_hold,

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from trainjob_conformance.fanout import FanOut, Outcome, Task, worst
-from trainjob_conformance.interrupts import Terminated
+from trainjob_conformance.lifecycle.interrupts import Terminated
 
 BOUND = 10  # seconds: every wait here is bounded
 

@@ -3,9 +3,9 @@ import subprocess
 
 import pytest
 
-from trainjob_conformance.cluster.ledger import ProcessIdentity
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.lifecycle.ledger import ProcessIdentity
 from trainjob_conformance.stack import gobuild
 from trainjob_conformance.stack.components import COMPONENTS
 from trainjob_conformance.stack.profiles import load_profile, profile_names

@@ -19,27 +19,28 @@ import pytest
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from trainjob_conformance.cluster import isolated_managers, netns
-from trainjob_conformance.cluster.forward import Route, RouteError
-from trainjob_conformance.cluster.host_controllers import (
+from trainjob_conformance.cluster.embedded import isolated_managers
+from trainjob_conformance.cluster.embedded.host_controllers import (
     _kueue_config_version,
     _struct_has_field,
 )
-from trainjob_conformance.cluster.listeners import (
+from trainjob_conformance.cluster.isolation import netns
+from trainjob_conformance.cluster.isolation.forward import Route, RouteError
+from trainjob_conformance.cluster.isolation.listeners import (
     Listener,
     ListenerAudit,
     audit,
     parse_interfaces,
     parse_listening,
 )
-from trainjob_conformance.cluster.rotator_seed import RotatorSpec, seed
+from trainjob_conformance.cluster.isolation.rotator_seed import RotatorSpec, seed
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import wait_for
 from trainjob_conformance.render.overrides import OverrideShape
 from trainjob_conformance.render.templates import TemplateSet
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
-FORWARD = [sys.executable, "-m", "trainjob_conformance.cluster.forward"]
+FORWARD = [sys.executable, "-m", "trainjob_conformance.cluster.isolation.forward"]
 
 
 # --- forwarder -------------------------------------------------------------
@@ -297,7 +298,7 @@ def test_kueue_manifests_are_rendered_in_the_served_version(version, path):
 
 
 def test_without_root_an_optional_manager_is_left_out_saying_why(monkeypatch, capsys):
-    from trainjob_conformance.cluster import embedded_stack
+    from trainjob_conformance.cluster.embedded import provider as embedded_stack
 
     monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
     assert embedded_stack._can_isolate("training-operator") is False

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from trainjob_conformance.cluster import kind
-from trainjob_conformance.cluster.kind_manifests import InstallStep
+from trainjob_conformance.cluster.kind import provider as kind
+from trainjob_conformance.cluster.kind.manifests import InstallStep
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import load_profile
 

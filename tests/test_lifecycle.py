@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from trainjob_conformance.cli import main
-from trainjob_conformance.cluster.ledger import (
+from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.lifecycle.ledger import (
     CLOSED,
     DETACHED,
     LEDGER_FILE,
@@ -24,8 +25,7 @@ from trainjob_conformance.cluster.ledger import (
     ProcessLedger,
     abandoned_ledgers,
 )
-from trainjob_conformance.cluster.watchdog import start_watchdog
-from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.lifecycle.watchdog import start_watchdog
 
 
 @pytest.fixture
@@ -219,7 +219,7 @@ def test_run_stops_the_cluster_of_a_pytest_killed_by_sigkill(
     run_dir = tmp_path / "runs" / "run"
     # The ledger's owner is pytest, dead by now.
     owner = (
-        "import pathlib; from trainjob_conformance.cluster.ledger import ProcessLedger; "
+        "import pathlib; from trainjob_conformance.lifecycle.ledger import ProcessLedger; "
         f"ProcessLedger.create(pathlib.Path({str(run_dir)!r}))"
     )
     subprocess.run([sys.executable, "-c", owner], check=True)

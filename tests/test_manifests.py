@@ -3,7 +3,7 @@ import base64
 import pytest
 import yaml
 
-from trainjob_conformance.cluster import manifests
+from trainjob_conformance.cluster.embedded import manifests
 from trainjob_conformance.errors import ConformanceError
 
 CA = b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"

@@ -115,7 +115,7 @@ def test_a_broken_stack_is_an_error_not_a_failure(run):
     result = run(
         """
 import pytest
-from trainjob_conformance.cluster.stack_watch import Breakage, StackBroken
+from trainjob_conformance.cluster.health.stack_watch import Breakage, StackBroken
 @pytest.mark.policy("TJ-X-002")
 def test_it():
     raise StackBroken([Breakage("trainer manager", "killed by SIGKILL", "last log line")])

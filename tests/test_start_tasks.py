@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from trainjob_conformance.cluster.tasks import Aborted, TaskGroup
+from trainjob_conformance.cluster.embedded.tasks import Aborted, TaskGroup
 
 
 def test_a_failing_step_stops_the_others_and_its_error_is_the_one_raised() -> None:

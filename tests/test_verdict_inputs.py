@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from trainjob_conformance.cluster.health.stack_watch import (
+    Breakage,
+    StackBroken,
+    StackHealth,
+    StackWatch,
+)
 from trainjob_conformance.cluster.provider import startup_errors
-from trainjob_conformance.cluster.stack_watch import Breakage, StackBroken, StackHealth, StackWatch
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.errors import (
     Conflict,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.interrupts import (
+from trainjob_conformance.lifecycle.interrupts import (
     Terminated,
     die_with_parent,
     raise_interrupt_on_termination,
@@ -48,7 +48,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
+    from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
 
     run_dir = Path(args.run_dir).resolve() if args.run_dir else _new_run_dir("up")
     if run_dir not in _RUN_DIRS:
@@ -68,8 +68,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
-    from trainjob_conformance.cluster.embedded_stack import STATE_FILE, read_state
-    from trainjob_conformance.cluster.ledger import CLOSED, LEDGER_FILE, ProcessLedger
+    from trainjob_conformance.cluster.run_state import STATE_FILE, read_state
+    from trainjob_conformance.lifecycle.ledger import CLOSED, LEDGER_FILE, ProcessLedger
 
     run_dir = Path(args.run_dir).resolve()
     ledger = ProcessLedger(run_dir / LEDGER_FILE)
@@ -249,7 +249,7 @@ def _after_killed_child(signum: signal.Signals) -> int:
     never stopped its cluster. Its watchdog will, within seconds; this does it
     now, as the next run would (each process checked to be the one recorded,
     a kept cluster left alone), and says what is left."""
-    from trainjob_conformance.cluster.processes import reap_abandoned
+    from trainjob_conformance.lifecycle.processes import reap_abandoned
 
     print(
         f"trainjob-conformance: pytest was killed by {signum.name}; "
@@ -647,7 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _interrupted_message() -> str:
     """What the interruption left, checked, never assumed."""
-    from trainjob_conformance.cluster.processes import still_running
+    from trainjob_conformance.lifecycle.processes import still_running
 
     left = {run_dir: still_running(run_dir) for run_dir in _RUN_DIRS}
     left = {run_dir: names for run_dir, names in left.items() if names}

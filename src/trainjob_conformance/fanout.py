@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TextIO
 
-from trainjob_conformance.interrupts import Terminated
+from trainjob_conformance.lifecycle.interrupts import Terminated
 
 # The exit code of a child whose wait failed: the harness's own "internal error".
 WAIT_FAILED = 70

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from trainjob_conformance.bench.audit import Write, reaction, read_audit_log, writes_of
-from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
-from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
-from trainjob_conformance.cluster.phases import Phase
+from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
+from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
+from trainjob_conformance.cluster.health.phases import Phase
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.interrupts import die_with_parent
 from trainjob_conformance.kube.client import HARNESS_USER_AGENT
+from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.progress import say
 from trainjob_conformance.report.model import NOT_APPLICABLE, SKIPPED, RunReport
 from trainjob_conformance.stack.gobuild import build_profile

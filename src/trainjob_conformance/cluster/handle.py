@@ -12,7 +12,7 @@ from trainjob_conformance.cluster.capabilities import (
     schedulable_nodes,
     splitting_label,
 )
-from trainjob_conformance.cluster.stack_watch import StackHealth
+from trainjob_conformance.cluster.health.stack_watch import StackHealth
 from trainjob_conformance.kube.client import Kube, api_client_for
 
 

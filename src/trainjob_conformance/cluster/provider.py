@@ -1,4 +1,8 @@
-"""Choose a cluster provider and bring a ready cluster up (and down)."""
+"""What every cluster provider is: the interface, the request, and how a start fails.
+
+The providers live in their own folders (embedded/, kind/, existing/) and import
+this module; registry.py names them. Nothing here imports a provider.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,6 @@ from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.stack.profiles import Profile
-
-PROVIDERS = ("embedded", "kind", "existing")
 
 
 class ClusterProvider(Protocol):
@@ -32,7 +34,7 @@ class ClusterRequest:
     profile: Profile
     run_dir: Path
     kubeconfig: Path | None = None
-    # Embedded only: which labels the fake nodes carry (cluster/nodes.py).
+    # Embedded only: which labels the fake nodes carry (cluster/embedded/nodes.py).
     node_labels: str = "cloud"
 
 
@@ -54,21 +56,3 @@ def startup_errors(run_dir: Path | None) -> Iterator[None]:
                 path.write_text(str(error))
                 first = f"{first} (details: {path})"
         raise ConformanceError(f"the cluster did not become ready: {first}") from None
-
-
-def make_provider(request: ClusterRequest) -> ClusterProvider:
-    if request.provider == "embedded":
-        from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
-
-        return EmbeddedStackCluster(request.profile, request.run_dir, request.node_labels)
-    if request.provider == "existing":
-        from trainjob_conformance.cluster.existing import ExistingCluster
-
-        return ExistingCluster(request.kubeconfig, request.profile, request.run_dir)
-    if request.provider == "kind":
-        from trainjob_conformance.cluster.kind import KindStackCluster
-
-        return KindStackCluster(request.profile, request.run_dir)
-    raise ConformanceError(
-        f"unknown cluster provider {request.provider!r}; choose one of: {', '.join(PROVIDERS)}"
-    )

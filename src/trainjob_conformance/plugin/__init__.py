@@ -20,13 +20,16 @@ from typing import Any
 import pytest
 
 from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.health.stack_watch import StackBroken
 from trainjob_conformance.cluster.introspect import trainjob_spec_properties
-from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
-from trainjob_conformance.cluster.stack_watch import StackBroken
+from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.interrupts import ignore_interrupts, raise_interrupt_on_termination
 from trainjob_conformance.kube.kinds import RESOURCE_FLAVOR
 from trainjob_conformance.kube.namespaces import temporary_namespace
+from trainjob_conformance.lifecycle.interrupts import (
+    ignore_interrupts,
+    raise_interrupt_on_termination,
+)
 from trainjob_conformance.plugin import results, timeline
 from trainjob_conformance.plugin.fixtures import training_runtime  # noqa: F401  (a fixture)
 from trainjob_conformance.plugin.options import (
@@ -159,7 +162,7 @@ def trainjob_worker_cluster(
     Started on first use by the process that needs it and stopped at the end of
     that process's session.
     """
-    from trainjob_conformance.cluster.embedded_stack import EmbeddedStackCluster
+    from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
     from trainjob_conformance.stack.profiles import load_profile
 
     if trainjob_cluster.provider != "embedded" or trainjob_cluster.run_dir is None:

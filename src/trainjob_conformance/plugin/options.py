@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from trainjob_conformance.cluster.nodes import NODE_LABEL_MODES
-from trainjob_conformance.cluster.provider import PROVIDERS, ClusterRequest
+from trainjob_conformance.cluster.embedded.nodes import NODE_LABEL_MODES
+from trainjob_conformance.cluster.provider import ClusterRequest
+from trainjob_conformance.cluster.registry import PROVIDERS
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, PROFILE_ENV, load_profile
 

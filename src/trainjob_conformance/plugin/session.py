@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from trainjob_conformance.cluster.handle import ClusterHandle
-from trainjob_conformance.cluster.processes import still_running
-from trainjob_conformance.cluster.provider import ClusterProvider, make_provider
+from trainjob_conformance.cluster.provider import ClusterProvider
+from trainjob_conformance.cluster.registry import make_provider
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout
+from trainjob_conformance.lifecycle.processes import still_running
 from trainjob_conformance.plugin.options import Settings
 
 WORKER_INPUT_KEY = "trainjob_cluster"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from trainjob_conformance.cluster.stack_watch import StackBroken, StackHealth
+from trainjob_conformance.cluster.health.stack_watch import StackBroken, StackHealth
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.errors import ApiError, StackError
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for

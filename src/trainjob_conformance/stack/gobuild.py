@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.interrupts import die_with_parent
+from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
 from trainjob_conformance.stack.components import BUILD_ORDER, COMPONENTS, Component

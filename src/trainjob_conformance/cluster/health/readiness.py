@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trainjob_conformance.cluster.manifests import KUEUE_MANAGED_LABEL
-from trainjob_conformance.cluster.phases import PhaseClock
+from trainjob_conformance.cluster.health.phases import PhaseClock
+from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError

@@ -18,16 +18,16 @@ from typing import Any
 
 import yaml
 
-from trainjob_conformance.cluster.certs import CertificateAuthority, ServingCert
-from trainjob_conformance.cluster.manifests import (
+from trainjob_conformance.cluster.embedded.manifests import (
     KUEUE_FRAMEWORKS,
     KUEUE_MANAGED_NAMESPACES,
     KUEUE_NAMESPACE,
 )
-from trainjob_conformance.cluster.ports import LOOPBACK, free_port
-from trainjob_conformance.cluster.processes import HostProcess, RunOwnership
+from trainjob_conformance.cluster.serving.certs import CertificateAuthority, ServingCert
+from trainjob_conformance.cluster.serving.ports import LOOPBACK, free_port
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.lifecycle.processes import HostProcess, RunOwnership
 
 _READY_TIMEOUT = 120.0
 _READY_POLL = 0.05

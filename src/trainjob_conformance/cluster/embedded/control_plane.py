@@ -21,23 +21,23 @@ from pathlib import Path
 import yaml
 from kubernetes.client import ApiClient
 
-from trainjob_conformance.cluster.kwok_stages import harness_stages
-from trainjob_conformance.cluster.ledger import ProcessIdentity
-from trainjob_conformance.cluster.nodes import node_manifests
-from trainjob_conformance.cluster.phases import PhaseClock
-from trainjob_conformance.cluster.ports import LOOPBACK
-from trainjob_conformance.cluster.processes import (
-    RunOwnership,
-    register_cleanup,
-    stop_processes_naming,
-    unregister_cleanup,
-)
-from trainjob_conformance.cluster.stack_watch import Breakage, Probe
+from trainjob_conformance.cluster.embedded.kwok_stages import harness_stages
+from trainjob_conformance.cluster.embedded.nodes import node_manifests
+from trainjob_conformance.cluster.health.phases import PhaseClock
+from trainjob_conformance.cluster.health.stack_watch import Breakage, Probe
+from trainjob_conformance.cluster.serving.ports import LOOPBACK
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.kinds import NODE
 from trainjob_conformance.kube.waits import NotYet, wait_for
+from trainjob_conformance.lifecycle.ledger import ProcessIdentity
+from trainjob_conformance.lifecycle.processes import (
+    RunOwnership,
+    register_cleanup,
+    stop_processes_naming,
+    unregister_cleanup,
+)
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
 from trainjob_conformance.stack.gobuild import module_source

@@ -13,7 +13,7 @@ paths it needs through Unix sockets in the run directory:
 
 The same port number is used on both sides, so the manager's kubeconfig and
 the webhook configurations are the ones every other manager uses. Two
-forwarder processes (`cluster/forward.py`) do the bridging: one inside the
+forwarder processes (`cluster/isolation/forward.py`) do the bridging: one inside the
 namespace, which also holds it (`unshare --net`), and one on the host; the
 manager joins the namespace with `nsenter`. All three are in the run's ledger,
 so the watchdog stops them with the rest.
@@ -27,13 +27,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainjob_conformance.cluster.ports import LOOPBACK
-from trainjob_conformance.cluster.processes import HostProcess, RunOwnership
+from trainjob_conformance.cluster.serving.ports import LOOPBACK
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.lifecycle.processes import HostProcess, RunOwnership
 
 _READY_TIMEOUT = 20.0
-_FORWARDER = [sys.executable, "-m", "trainjob_conformance.cluster.forward"]
+_FORWARDER = [sys.executable, "-m", "trainjob_conformance.cluster.isolation.forward"]
 
 
 def require_namespaces(why: str) -> None:

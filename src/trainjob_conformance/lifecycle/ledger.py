@@ -6,7 +6,7 @@ start time, so a recycled pid is never mistaken for it), and the directories
 whose processes belong to the run (kwokctl's cluster directory: every
 control-plane process it starts names that directory on its command line).
 
-A watchdog (`cluster/watchdog.py`) holds the other end of a pipe from the
+A watchdog (`lifecycle/watchdog.py`) holds the other end of a pipe from the
 owner; when the owner dies, even by SIGKILL, the pipe closes and the watchdog
 reaps what the ledger lists. A later run reaps a ledger whose owner is gone,
 in case the watchdog was killed too. `detached` (a kept cluster) and `closed`

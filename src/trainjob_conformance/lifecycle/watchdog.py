@@ -6,7 +6,7 @@ except to say `detach` (a kept cluster) or `closed` (stopped cleanly). End of
 file without either means the owner is gone: the watchdog reaps what the
 ledger lists and exits.
 
-Run as `python -m trainjob_conformance.cluster.watchdog LEDGER`.
+Run as `python -m trainjob_conformance.lifecycle.watchdog LEDGER`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from trainjob_conformance.cluster.ledger import CLOSED, DETACHED, ProcessLedger
+from trainjob_conformance.lifecycle.ledger import CLOSED, DETACHED, ProcessLedger
 
 
 def start_watchdog(ledger: ProcessLedger) -> subprocess.Popen[bytes]:
     """A watchdog for `ledger`; the caller keeps the returned process's stdin open."""
     return subprocess.Popen(
-        [sys.executable, "-m", "trainjob_conformance.cluster.watchdog", str(ledger.path)],
+        [sys.executable, "-m", "trainjob_conformance.lifecycle.watchdog", str(ledger.path)],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=(ledger.path.parent / "watchdog.log").open("ab"),

@@ -3,7 +3,7 @@
 The install follows the upstream e2e setups: JobSet's and Kueue's release
 manifests, the Trainer's manager and runtimes overlays, each controller waited
 for before the next. The manifests are built from the release sources
-(cluster/kind_manifests.py), the same files the e2e suite dry-runs against a
+(cluster/kind/manifests.py), the same files the e2e suite dry-runs against a
 real API server. Needs Docker, kind, kubectl and the image registries.
 """
 
@@ -17,15 +17,15 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from trainjob_conformance.cluster.controller_watch import controller_pod_probe
 from trainjob_conformance.cluster.handle import ClusterHandle
-from trainjob_conformance.cluster.kind_manifests import InstallStep, kind_install_steps
-from trainjob_conformance.cluster.processes import register_cleanup, unregister_cleanup
-from trainjob_conformance.cluster.provider import startup_errors
-from trainjob_conformance.cluster.readiness import standard_probes, wait_for_admission
-from trainjob_conformance.cluster.stack_watch import HEALTH_FILE, StackWatch
+from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
+from trainjob_conformance.cluster.health.readiness import standard_probes, wait_for_admission
+from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
+from trainjob_conformance.cluster.kind.manifests import InstallStep, kind_install_steps
+from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.lifecycle.processes import register_cleanup, unregister_cleanup
 from trainjob_conformance.progress import step
 from trainjob_conformance.stack.profiles import COMPONENT_KEYS, Profile
 
@@ -186,3 +186,8 @@ class KindStackCluster:
             self._cluster.delete()
             self._cluster = None
         self.watch: StackWatch | None = None
+
+
+def from_request(request: ClusterRequest) -> KindStackCluster:
+    """The registry's way in (cluster/registry.py)."""
+    return KindStackCluster(request.profile, request.run_dir)

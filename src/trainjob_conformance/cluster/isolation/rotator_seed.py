@@ -33,8 +33,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from trainjob_conformance.cluster.certs import ServingCert
-from trainjob_conformance.cluster.ports import LOOPBACK
+from trainjob_conformance.cluster.serving.certs import ServingCert
+from trainjob_conformance.cluster.serving.ports import LOOPBACK
 
 # Longer than the rotator's 90-day look-ahead, or it regenerates at once.
 _VALIDITY = datetime.timedelta(days=365)

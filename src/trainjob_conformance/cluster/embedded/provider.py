@@ -11,52 +11,53 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainjob_conformance.cluster.certs import CertificateAuthority
-from trainjob_conformance.cluster.embedded import EmbeddedControlPlane
-from trainjob_conformance.cluster.handle import ClusterHandle
-from trainjob_conformance.cluster.host_controllers import (
+from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
+from trainjob_conformance.cluster.embedded.host_controllers import (
     STARTERS,
     HostController,
     Launch,
     Ports,
 )
-from trainjob_conformance.cluster.isolated_managers import starter_for
-from trainjob_conformance.cluster.manifests import (
+from trainjob_conformance.cluster.embedded.isolated_managers import starter_for
+from trainjob_conformance.cluster.embedded.manifests import (
     KUEUE_NAMESPACE,
     crds,
     load_documents,
     webhook_configurations,
 )
-from trainjob_conformance.cluster.netns import require_namespaces
-from trainjob_conformance.cluster.phases import PHASES_FILE, PhaseClock
-from trainjob_conformance.cluster.ports import LOOPBACK, free_port
-from trainjob_conformance.cluster.processes import (
-    HostProcess,
-    RunOwnership,
-    reap_abandoned,
-    register_cleanup,
-    unregister_cleanup,
-)
-from trainjob_conformance.cluster.provider import startup_errors
-from trainjob_conformance.cluster.readiness import (
+from trainjob_conformance.cluster.embedded.tasks import TaskGroup
+from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.health.phases import PHASES_FILE, PhaseClock
+from trainjob_conformance.cluster.health.readiness import (
     established_condition,
     standard_probes,
     training_operator_probes,
     wait_for_admission,
     wait_past_create_hold,
 )
-from trainjob_conformance.cluster.stack_watch import (
+from trainjob_conformance.cluster.health.stack_watch import (
     HEALTH_FILE,
     Breakage,
     Probe,
     StackWatch,
     tls_endpoint_probe,
 )
-from trainjob_conformance.cluster.tasks import TaskGroup
+from trainjob_conformance.cluster.isolation.netns import require_namespaces
+from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
+from trainjob_conformance.cluster.run_state import STATE_FILE
+from trainjob_conformance.cluster.serving.certs import CertificateAuthority
+from trainjob_conformance.cluster.serving.ports import LOOPBACK, free_port
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError, Conflict
 from trainjob_conformance.kube.waits import NotYet, wait_for
+from trainjob_conformance.lifecycle.processes import (
+    HostProcess,
+    RunOwnership,
+    reap_abandoned,
+    register_cleanup,
+    unregister_cleanup,
+)
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import build_profile, module_source
 from trainjob_conformance.stack.profiles import Profile
@@ -87,7 +88,6 @@ _BINARY = {
 }
 _NAMESPACES = ("jobset-system", "kubeflow-system", KUEUE_NAMESPACE)
 _TORCH_RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
-STATE_FILE = "state.json"
 # How often the watch looks: a test blocked on a dead manager stops about this soon.
 _WATCH_INTERVAL = 0.5
 # How often the start looks at things on loopback (a CRD's conditions).
@@ -459,24 +459,6 @@ def _helper_probe(component: str, helper: HostProcess) -> Probe:
     return probe
 
 
-def read_state(run_dir: Path) -> dict[str, Any]:
-    """The state an embedded run wrote once its cluster was ready; {} if there is none."""
-    path = run_dir / STATE_FILE
-    if not path.is_file():
-        return {}
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise ConformanceError(f"{path} is not a readable cluster state ({error})") from None
-    handle = state.get("handle") if isinstance(state, dict) else None
-    if not isinstance(handle, dict) or "kubeconfig" not in handle:
-        raise ConformanceError(
-            f"{path} is not a cluster state of trainjob-conformance (no handle); "
-            "stop the cluster with `trainjob-conformance down --run-dir` and start a new one"
-        )
-    return state
-
-
 _CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
@@ -586,3 +568,8 @@ def _torch_runtime(trainer_source: Path) -> dict[str, Any]:
     labels = runtime["metadata"].setdefault("labels", {})
     labels["trainer.kubeflow.org/webhook-validation"] = "disabled"
     return runtime
+
+
+def from_request(request: ClusterRequest) -> EmbeddedStackCluster:
+    """The registry's way in (cluster/registry.py)."""
+    return EmbeddedStackCluster(request.profile, request.run_dir, request.node_labels)

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainjob_conformance.cluster.controller_watch import controller_pod_probe, ledger_probes
-from trainjob_conformance.cluster.embedded_stack import read_state
 from trainjob_conformance.cluster.handle import ClusterHandle
-from trainjob_conformance.cluster.introspect import (
-    detect_stack,
-    missing_components,
-)
-from trainjob_conformance.cluster.provider import startup_errors
-from trainjob_conformance.cluster.readiness import (
+from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe, ledger_probes
+from trainjob_conformance.cluster.health.readiness import (
     TORCH_RUNTIME,
     standard_probes,
     wait_for_admission,
 )
-from trainjob_conformance.cluster.stack_watch import HEALTH_FILE, StackWatch
+from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
+from trainjob_conformance.cluster.introspect import (
+    detect_stack,
+    missing_components,
+)
+from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
+from trainjob_conformance.cluster.run_state import read_state
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError, NotFound
@@ -119,3 +119,8 @@ class ExistingCluster:
         if self.watch is not None:
             self.watch.stop()
             self.watch = None
+
+
+def from_request(request: ClusterRequest) -> ExistingCluster:
+    """The registry's way in (cluster/registry.py)."""
+    return ExistingCluster(request.kubeconfig, request.profile, request.run_dir)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainjob_conformance.cluster.ledger import LEDGER_FILE, ProcessLedger
-from trainjob_conformance.cluster.stack_watch import Breakage, Probe
+from trainjob_conformance.cluster.health.stack_watch import Breakage, Probe
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
+from trainjob_conformance.lifecycle.ledger import LEDGER_FILE, ProcessLedger
 
 
 def _restarts(pods: list[Any]) -> dict[str, int]:

@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from trainjob_conformance.cluster.ports import LOOPBACK
+from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
+from trainjob_conformance.cluster.serving.ports import LOOPBACK
 from trainjob_conformance.errors import ConformanceError
 
 Manifest = dict[str, Any]
@@ -27,10 +28,6 @@ Manifest = dict[str, Any]
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 KUEUE_NAMESPACE = "kueue-system"
-# Namespaces labelled with this key and "false" are not managed by Kueue: its
-# job webhooks and reconcilers skip them, so Trainer-only policies see the
-# Trainer alone. Unlabelled namespaces are managed, as in upstream's default.
-KUEUE_MANAGED_LABEL = "trainjob-conformance.kubeflow.org/kueue-managed"
 KUEUE_MANAGED_NAMESPACES: dict[str, Any] = {
     "matchExpressions": [
         {

@@ -11,7 +11,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from trainjob_conformance.cluster.ledger import (
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.lifecycle.ledger import (
     CLOSED,
     DETACHED,
     LEDGER_FILE,
@@ -20,8 +21,7 @@ from trainjob_conformance.cluster.ledger import (
     abandoned_ledgers,
     processes_naming,
 )
-from trainjob_conformance.cluster.watchdog import start_watchdog
-from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.lifecycle.watchdog import start_watchdog
 
 _STOP_GRACE_SECONDS = 10.0
 _cleanups: list[Callable[[], None]] = []

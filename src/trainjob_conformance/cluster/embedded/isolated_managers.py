@@ -6,10 +6,10 @@ v1.9.x (`cmd/training-operator.v1/main.go`) have no config file:
 every interface, and both always start cert-controller's rotator
 (`pkg/util/cert.ManageCerts`, `pkg/cert.ManageCerts`). The harness starts them
 
-- in a private network namespace bridged to the host (`cluster/netns.py`):
+- in a private network namespace bridged to the host (`cluster/isolation/netns.py`):
   out to the API server, in to the webhook and health ports, nothing else;
 - with the rotator's Secret and certificate directory pre-seeded
-  (`cluster/rotator_seed.py`), the directory shown to this process only through
+  (`cluster/isolation/rotator_seed.py`), the directory shown to this process only through
   a private mount namespace (the path is hard-coded under /tmp);
 - with the health probe on the namespace's 127.0.0.1 and metrics off.
 
@@ -27,18 +27,18 @@ from urllib.parse import urlparse
 
 import yaml
 
-from trainjob_conformance.cluster.host_controllers import (
+from trainjob_conformance.cluster.embedded.host_controllers import (
     HostController,
     Launch,
     Starter,
     private_certs_prefix,
 )
-from trainjob_conformance.cluster.netns import NetnsBridge, require_namespaces
-from trainjob_conformance.cluster.ports import LOOPBACK
-from trainjob_conformance.cluster.processes import HostProcess
-from trainjob_conformance.cluster.rotator_seed import RotatorSpec, seed
+from trainjob_conformance.cluster.isolation.netns import NetnsBridge, require_namespaces
+from trainjob_conformance.cluster.isolation.rotator_seed import RotatorSpec, seed
+from trainjob_conformance.cluster.serving.ports import LOOPBACK
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.lifecycle.processes import HostProcess
 
 # In a Pod, Trainer v2.0's rotator takes its namespace from here (getOperatorNamespace).
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -1,7 +1,7 @@
 """A byte forwarder between loopback TCP ports and Unix sockets.
 
 It bridges a manager that runs in a private network namespace (see
-`cluster/netns.py`) to the host: a Unix socket on the filesystem is reachable
+`cluster/isolation/netns.py`) to the host: a Unix socket on the filesystem is reachable
 from both namespaces, a TCP port only from its own. One process serves several
 routes, each `LISTEN=TARGET` where either side is `tcp:127.0.0.1:PORT` or
 `unix:PATH`. TCP listeners are refused on anything but 127.0.0.1.
@@ -10,7 +10,7 @@ Bytes only: TLS goes through untouched (the API server and the webhook servers
 keep their own certificates), and a half-close is passed on, so HTTP/1.1,
 watches and TLS close-notify behave as on a direct connection.
 
-Run as `python -m trainjob_conformance.cluster.forward [--loopback-up]
+Run as `python -m trainjob_conformance.cluster.isolation.forward [--loopback-up]
 --ready FILE ROUTE...`. With `--loopback-up` it first brings up `lo` (a fresh
 network namespace has it down). Once every listener is bound it writes FILE,
 which is what the harness waits for. Unix paths are relative to the working

@@ -1,0 +1,6 @@
+"""Labels the harness puts on the objects it creates, shared by every provider."""
+
+# Namespaces labelled with this key and "false" are not managed by Kueue: its
+# job webhooks and reconcilers skip them, so Trainer-only policies see the
+# Trainer alone. Unlabelled namespaces are managed, as in upstream's default.
+KUEUE_MANAGED_LABEL = "trainjob-conformance.kubeflow.org/kueue-managed"

@@ -1,0 +1,33 @@
+"""The state file a cluster start leaves in its run directory once the cluster is ready.
+
+The embedded provider writes it; `down`, and the existing provider pointed at
+an embedded run's kubeconfig, read it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trainjob_conformance.errors import ConformanceError
+
+STATE_FILE = "state.json"
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    """The state an embedded run wrote once its cluster was ready; {} if there is none."""
+    path = run_dir / STATE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ConformanceError(f"{path} is not a readable cluster state ({error})") from None
+    handle = state.get("handle") if isinstance(state, dict) else None
+    if not isinstance(handle, dict) or "kubeconfig" not in handle:
+        raise ConformanceError(
+            f"{path} is not a cluster state of trainjob-conformance (no handle); "
+            "stop the cluster with `trainjob-conformance down --run-dir` and start a new one"
+        )
+    return state
