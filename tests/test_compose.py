@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.fake_goproxy import FakeProxy, fake_goproxy_fixture  # noqa: F401 (fixture)
-from trainjob_conformance import cli
 from trainjob_conformance.cli import main
+from trainjob_conformance.cli import run as cli
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.report.model import RunReport
 from trainjob_conformance.report.render import html_page, markdown
@@ -231,7 +231,7 @@ def test_the_composed_profile_reaches_the_pytest_child(
     monkeypatch.chdir(REPO)
     children: list[list[str]] = []
     monkeypatch.setattr(
-        cli, "_run_child", lambda command, own_group=False: children.append(command) or 0
+        cli.children, "run_child", lambda command, own_group=False: children.append(command) or 0
     )
     report = tmp_path / "reports"
     assert main(["run", "--with", "kueue=v0.16.6", "--report", str(report)]) == 0
@@ -257,7 +257,9 @@ def test_matrix_composes_every_profile(
         RunReport(name, "embedded", versions, "2026-11-22T00:00:00Z", 1, 1).write(report)
         return [sys.executable, "-c", "pass"]
 
-    monkeypatch.setattr(cli, "_pytest_command", child_command)
+    from trainjob_conformance.cli import matrix
+
+    monkeypatch.setattr(matrix, "pytest_command", child_command)
     argv = ["matrix", "--profiles", "latest,trainer-2.2", "--with", "kueue=v0.16.6"]
     assert main([*argv, "--report", str(report)]) == 0
     assert profiles == ["latest+kueue=v0.16.6", "trainer-2.2+kueue=v0.16.6"]
@@ -295,9 +297,9 @@ def test_run_lets_an_idle_worker_take_queued_tests_unless_told_otherwise() -> No
     args = argparse.Namespace(
         cluster="embedded", workers=2, kubeconfig=None, pack=[], report=None, pytest_args=[]
     )
-    command = cli._pytest_command(args, "latest")
+    command = cli.pytest_command(args, "latest")
     assert command[command.index("--dist") + 1] == "worksteal"
     # The user's own choice, given after --, comes later and wins.
     args.pytest_args = ["--dist", "load"]
-    command = cli._pytest_command(args, "latest")
+    command = cli.pytest_command(args, "latest")
     assert command[len(command) - 1 - command[::-1].index("--dist") + 1] == "load"

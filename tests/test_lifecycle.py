@@ -212,7 +212,8 @@ def test_run_stops_the_cluster_of_a_pytest_killed_by_sigkill(
 ) -> None:
     import argparse
 
-    from trainjob_conformance import cli
+    from trainjob_conformance.cli import children
+    from trainjob_conformance.cli import run as cli
 
     # The run directory pytest would have recorded its cluster in, and a stand-in
     # pytest that dies at once by SIGKILL, before any cleanup of its own.
@@ -228,9 +229,9 @@ def test_run_stops_the_cluster_of_a_pytest_killed_by_sigkill(
     identity = ProcessIdentity.of(manager.pid, "kueue")
     assert identity is not None
     ledger.record(identity)
-    monkeypatch.setattr(cli, "_RUN_DIRS", [run_dir])
-    monkeypatch.setattr(cli, "_profile_arg", lambda args: "latest")
-    monkeypatch.setattr(cli, "_check_run_args", lambda args: None)
+    monkeypatch.setattr(children, "RUN_DIRS", [run_dir])
+    monkeypatch.setattr(cli, "profile_arg", lambda args: "latest")
+    monkeypatch.setattr(cli, "check_run_args", lambda args: None)
     # It leaves a worker behind, as xdist's would be (the same process group).
     worker_pid = tmp_path / "worker.pid"
     killed = [
@@ -241,9 +242,9 @@ def test_run_stops_the_cluster_of_a_pytest_killed_by_sigkill(
         f"open({str(worker_pid)!r}, 'w').write(str(worker.pid)); "
         "os.kill(os.getpid(), signal.SIGKILL)",
     ]
-    monkeypatch.setattr(cli, "_pytest_command", lambda args, profile: killed)
+    monkeypatch.setattr(cli, "pytest_command", lambda args, profile: killed)
 
-    code = cli._cmd_run(argparse.Namespace(workers=2))
+    code = cli.run_run(argparse.Namespace(workers=2))
 
     assert code == 137
     assert manager.wait(timeout=5) == -15

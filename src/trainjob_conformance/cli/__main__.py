@@ -1,0 +1,5 @@
+import sys
+
+from trainjob_conformance.cli.main import main
+
+sys.exit(main())

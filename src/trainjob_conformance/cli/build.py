@@ -1,0 +1,32 @@
+"""`build`: build (or reuse) the binaries of a profile."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from trainjob_conformance.cli.checks import check_build_cache
+from trainjob_conformance.cli.profile_args import add_profile, add_with, profile_arg
+from trainjob_conformance.stack.profiles import load_profile
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    build = sub.add_parser("build", help="build (or reuse) the binaries of a profile")
+    add_profile(build)
+    add_with(build, "the build")
+    build.set_defaults(func=run_build)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from trainjob_conformance.stack.gobuild import build_profile
+
+    args.profile = profile_arg(args)
+    check_build_cache()
+    started = time.monotonic()
+    binaries = build_profile(load_profile(args.profile))
+    for name, path in sorted(binaries.items()):
+        print(f"{name:28} {path}")
+    print(
+        f"profile {args.profile}: {len(binaries)} binaries ready in {time.monotonic() - started:.1f}s"
+    )
+    return 0

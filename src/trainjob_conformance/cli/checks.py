@@ -1,0 +1,50 @@
+"""Argument checks more than one command shares; each says in one line what to do."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.paths import CACHE_ENV, cache_root
+
+
+def check_writable(directory: Path, what: str) -> None:
+    """Refuse before building or starting anything, not after."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-check-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise ConformanceError(
+            f"{what} {directory} cannot be written ({error.strerror or error}); "
+            "choose another directory"
+        ) from None
+
+
+def check_build_cache() -> None:
+    check_writable(cache_root(), f"the build cache (${CACHE_ENV})")
+
+
+def check_suite_present() -> None:
+    if not Path("e2e").is_dir() or not Path("fixtures", "policies.yaml").is_file():
+        raise ConformanceError(
+            f"no conformance suite in {Path.cwd()} (e2e/ and fixtures/policies.yaml): "
+            "run this from the trainjob-conformance checkout"
+        )
+
+
+def worker_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{count} workers: give 0 (serial) or more")
+    return count
+
+
+def add_workers(p: argparse.ArgumentParser, help_text: str) -> None:
+    p.add_argument("-n", "--workers", type=worker_count, default=2, help=help_text)

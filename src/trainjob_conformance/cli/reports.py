@@ -1,0 +1,62 @@
+"""`report`, `diff` and `history`: reading the results runs wrote."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    report = sub.add_parser("report", help="render Markdown and HTML from result files")
+    report.add_argument("results", help="a result JSON or a report directory")
+    report.add_argument("--output", help="where to write (default: beside the results)")
+    report.set_defaults(func=run_report)
+
+    diff = sub.add_parser(
+        "diff",
+        help="compare two reports; exit 1 on a regression, 3 if the new run broke",
+        description="Exit codes: 0 no regression; 1 a conformance regression (newly FAIL or "
+        "GAP-CLOSED, a new known gap, a policy no longer run or no longer applicable); 2 bad "
+        "input; 3 no regression, but the new run cannot be judged (ERROR results: the stack "
+        "broke, or the run was interrupted).",
+    )
+    diff.add_argument("old", help="earlier result JSON or report directory")
+    diff.add_argument("new", help="later result JSON or report directory")
+    diff.set_defaults(func=run_diff)
+
+    history = sub.add_parser(
+        "history", help="one HTML page of many runs: policies x runs in time order, with trends"
+    )
+    history.add_argument(
+        "directories", nargs="+", metavar="DIR", help="report directories (`run`/`matrix --report`)"
+    )
+    history.add_argument(
+        "--output", default="history.html", help="the page to write (default: %(default)s)"
+    )
+    history.set_defaults(func=run_history)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from trainjob_conformance.report.model import read_reports
+    from trainjob_conformance.report.render import write_reports
+
+    md, page = write_reports(read_reports(Path(args.results)), Path(args.output or args.results))
+    print(f"{md}\n{page}")
+    return 0
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    from trainjob_conformance.report.diff import diff_reports
+    from trainjob_conformance.report.model import read_reports
+
+    diff = diff_reports(read_reports(Path(args.old)), read_reports(Path(args.new)))
+    print("\n".join(diff.lines()))
+    return diff.exit_code
+
+
+def run_history(args: argparse.Namespace) -> int:
+    from trainjob_conformance.report.history import write_history
+
+    page, history = write_history([Path(d) for d in args.directories], Path(args.output))
+    print(f"{page}: {len(history.rows)} policies x {len(history.runs)} runs")
+    return 0
