@@ -12,8 +12,9 @@ reaps what the ledger lists. A later run reaps a ledger whose owner is gone,
 in case the watchdog was killed too. `detached` (a kept cluster) and `closed`
 (stopped cleanly) ledgers are left alone.
 
-Only the standard library is used here: the watchdog imports this module and
-must start in milliseconds.
+Process identities come from psutil (start time, status, command lines: what
+it reads from /proc, checked on every platform it supports); its import adds
+about 20 ms to the watchdog's start.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 LEDGER_FILE = "owned-processes.jsonl"
 DETACHED = "detached"
@@ -51,30 +54,22 @@ def _stop_stage(process: ProcessIdentity) -> int:
     return 0
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (which may contain spaces)."""
+def start_time(pid: int) -> float | None:
+    """When the process started (psutil's create_time, seconds since the epoch
+    with the kernel's tick resolution): with the pid, its identity."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
         return None
 
 
-def start_ticks(pid: int) -> int | None:
-    """When the process started, in clock ticks since boot: with the pid, its identity."""
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields else None  # field 22 of stat(5)
-
-
-def _is_zombie(pid: int) -> bool:
-    fields = _stat_fields(pid)
-    return fields is None or fields[0] == "Z"
-
-
-def ticks_now() -> int:
-    with open("/proc/uptime") as uptime:
-        seconds = float(uptime.read().split()[0])
-    return int(seconds * os.sysconf("SC_CLK_TCK"))
+def _running_as(pid: int, start: float) -> bool:
+    """The process `pid` runs, has not exited (a zombie has), and started at `start`."""
+    try:
+        process = psutil.Process(pid)
+        return process.create_time() == start and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 @dataclass(frozen=True)
@@ -82,17 +77,17 @@ class ProcessIdentity:
     """A process as it was when the harness started it."""
 
     pid: int
-    start: int
+    start: float
     name: str
 
     @classmethod
     def of(cls, pid: int, name: str) -> ProcessIdentity | None:
-        ticks = start_ticks(pid)
-        return cls(pid, ticks, name) if ticks is not None else None
+        started = start_time(pid)
+        return cls(pid, started, name) if started is not None else None
 
     def is_alive(self) -> bool:
         """Still running and still the same process (a reused pid has another start time)."""
-        return start_ticks(self.pid) == self.start and not _is_zombie(self.pid)
+        return _running_as(self.pid, self.start)
 
     def signal(self, signum: int) -> bool:
         """Signal its process group if it leads one, else itself; only if it is still ours."""
@@ -106,27 +101,18 @@ class ProcessIdentity:
         return True
 
 
-def _command_line(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def processes_naming(directory: str, since: int, exclude: set[int]) -> list[ProcessIdentity]:
-    """Processes started after `since` whose command line names `directory`."""
+def processes_naming(directory: str, since: float, exclude: set[int]) -> list[ProcessIdentity]:
+    """Processes started at or after `since` whose command line names `directory`."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in exclude:
+    for process in psutil.process_iter(["create_time", "cmdline", "status"]):
+        info = process.info
+        started, command = info["create_time"], info["cmdline"]
+        if process.pid in exclude or started is None or started < since or not command:
             continue
-        pid = int(entry)
-        ticks = start_ticks(pid)
-        if ticks is None or ticks < since or _is_zombie(pid):
+        if info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        command = _command_line(pid)
-        if directory in command:
-            found.append(ProcessIdentity(pid, ticks, os.path.basename(command.split(" ", 1)[0])))
+        if any(directory in argument for argument in command):
+            found.append(ProcessIdentity(process.pid, started, os.path.basename(command[0])))
     return found
 
 
@@ -144,8 +130,12 @@ class ProcessLedger:
             ledger._append(
                 {
                     "owner": os.getpid(),
-                    "owner_start": start_ticks(os.getpid()),
-                    "since": ticks_now(),
+                    "owner_start": start_time(os.getpid()),
+                    # The owner's start on the same clock as every process's
+                    # start time (psutil's create_time), which may stand up to
+                    # a second before the wall clock: a process the run starts
+                    # never looks older than this.
+                    "since": start_time(os.getpid()),
                 }
             )
         return ledger
@@ -186,18 +176,18 @@ class ProcessLedger:
         header = next((e for e in self._entries() if "owner" in e), None)
         if header is None:
             return False
-        owner = ProcessIdentity(int(header["owner"]), int(header.get("owner_start") or -1), "")
+        owner = ProcessIdentity(int(header["owner"]), float(header.get("owner_start") or -1), "")
         return owner.is_alive()
 
-    def _since(self) -> int:
+    def _since(self) -> float:
         header = next((e for e in self._entries() if "since" in e), {})
-        return int(header.get("since") or 0)
+        return float(header.get("since") or 0)
 
     def living(self) -> list[ProcessIdentity]:
         """Every process of this run still running, the recorded ones first."""
         entries = self._entries()
         recorded = [
-            ProcessIdentity(int(e["pid"]), int(e["start"]), str(e.get("name") or "?"))
+            ProcessIdentity(int(e["pid"]), float(e["start"]), str(e.get("name") or "?"))
             for e in entries
             if "pid" in e
         ]

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psutil
+
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.paths import cache_root
@@ -180,7 +182,7 @@ def _remove_abandoned_partials(target: Path) -> None:
     """Partial outputs of builds whose process is gone (killed with SIGKILL)."""
     for partial in target.parent.glob(f".{target.name}.partial-*"):
         pid = partial.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not Path("/proc", pid).exists():
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             partial.unlink(missing_ok=True)
 
 
