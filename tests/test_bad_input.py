@@ -229,7 +229,7 @@ def _a_report_directory(path: Path) -> Path:
     ("content", "expected"),
     [
         (None, "report directory {bad} does not exist; pass directories written by"),
-        ({}, "no trainjob-conformance results at {bad} (expected DIR/<profile>.json)"),
+        ({}, "no trainjob-conformance results at {bad} (expected DIR/<profile>.json or a "),
         ({"latest.json": "{not json"}, "{bad}/latest.json is not a trainjob-conformance result"),
         ({"latest.json": '{"format": 99, "results": []}'}, "format 99"),
         ({"latest.json": '{"format": 2}'}, "unexpected content"),

@@ -224,13 +224,19 @@ def test_bad_bench_arguments_are_refused(
     assert expected in capsys.readouterr().err
 
 
-def test_bench_outside_the_checkout_is_one_line(
+def test_bench_without_its_suite_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An installation that lost its suite (a broken wheel) says so before starting anything."""
+    from trainjob_conformance import paths
+
+    broken = paths.Suite(tmp_path, tmp_path / "p.yaml", tmp_path / "t", tmp_path / "e2e", tmp_path)
+    monkeypatch.setattr(paths, "suite", lambda: broken)
     monkeypatch.chdir(tmp_path)
     assert main(["bench"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert "no conformance suite in" in line
+    assert "the conformance suite is incomplete" in line
+    assert "reinstall trainjob-conformance" in line
 
 
 STAND_IN = """

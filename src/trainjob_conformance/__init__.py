@@ -1,3 +1,8 @@
 """Policy-as-code conformance harness for Kubeflow Trainer's TrainJob."""
 
-__version__ = "0.1.0"
+from importlib import metadata
+
+try:
+    __version__ = metadata.version("trainjob-conformance")
+except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0.0.0+unknown"

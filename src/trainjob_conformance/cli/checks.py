@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.paths import CACHE_ENV, cache_root
+from trainjob_conformance.paths import CACHE_ENV, cache_root, require_suite
 
 
 def check_writable(directory: Path, what: str) -> None:
@@ -29,11 +29,7 @@ def check_build_cache() -> None:
 
 
 def check_suite_present() -> None:
-    if not Path("e2e").is_dir() or not Path("fixtures", "policies.yaml").is_file():
-        raise ConformanceError(
-            f"no conformance suite in {Path.cwd()} (e2e/ and fixtures/policies.yaml): "
-            "run this from the trainjob-conformance checkout"
-        )
+    require_suite()
 
 
 def worker_count(text: str) -> int:

@@ -9,6 +9,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from trainjob_conformance import __version__
 from trainjob_conformance.cli import (
     bench,
     build,
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="trainjob-conformance",
         description="Prove how Kubeflow Trainer's TrainJob behaves on a real cluster.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)

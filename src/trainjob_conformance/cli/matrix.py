@@ -10,7 +10,12 @@ from pathlib import Path
 
 from trainjob_conformance.cli import children
 from trainjob_conformance.cli.profile_args import add_profiles, add_with, profile_list
-from trainjob_conformance.cli.run import add_cluster_options, check_run_args, pytest_command
+from trainjob_conformance.cli.run import (
+    add_cluster_options,
+    check_run_args,
+    pytest_command,
+    record_command,
+)
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.stack.profiles import load_profile
@@ -56,6 +61,7 @@ def run_matrix(args: argparse.Namespace) -> int:
     args.jobs = job_count(args.jobs)
     profiles = profile_list(args.profiles, args)
     check_run_args(args)
+    record_command()
     if args.jobs > 1 and args.cluster == "embedded":
         _build_before_fanning_out(profiles)
     tasks = [Task(name, _matrix_child(args, name)) for name in profiles]

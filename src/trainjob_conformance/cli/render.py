@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.paths import suite
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,7 +21,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=["podSpecOverrides", "podTemplateOverrides", "runtimePatches"],
         help="override field of the target Trainer release (default: %(default)s)",
     )
-    render.add_argument("--templates", default="templates", help="template directory")
+    render.add_argument(
+        "--templates",
+        help="template directory (default: the suite's templates/, in the package or checkout)",
+    )
     render.set_defaults(func=run_render)
 
 
@@ -41,6 +45,8 @@ def run_render(args: argparse.Namespace) -> int:
     from trainjob_conformance.render.templates import TemplateSet
 
     values = _values(args.values)
-    templates = TemplateSet(Path(args.templates), OverrideShape(args.shape))
+    templates = TemplateSet(
+        Path(args.templates) if args.templates else suite().templates, OverrideShape(args.shape)
+    )
     sys.stdout.write(templates.render_text(args.template, values))
     return 0

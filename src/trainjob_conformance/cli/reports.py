@@ -8,7 +8,7 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report = sub.add_parser("report", help="render Markdown and HTML from result files")
-    report.add_argument("results", help="a result JSON or a report directory")
+    report.add_argument("results", help="a result JSON, a report directory or a results archive")
     report.add_argument("--output", help="where to write (default: beside the results)")
     report.set_defaults(func=run_report)
 
@@ -20,15 +20,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "input; 3 no regression, but the new run cannot be judged (ERROR results: the stack "
         "broke, or the run was interrupted).",
     )
-    diff.add_argument("old", help="earlier result JSON or report directory")
-    diff.add_argument("new", help="later result JSON or report directory")
+    diff.add_argument("old", help="earlier result JSON, report directory or results archive")
+    diff.add_argument("new", help="later result JSON, report directory or results archive")
     diff.set_defaults(func=run_diff)
 
     history = sub.add_parser(
         "history", help="one HTML page of many runs: policies x runs in time order, with trends"
     )
     history.add_argument(
-        "directories", nargs="+", metavar="DIR", help="report directories (`run`/`matrix --report`)"
+        "directories",
+        nargs="+",
+        metavar="DIR",
+        help="report directories (`run`/`matrix --report`) or results archives",
     )
     history.add_argument(
         "--output", default="history.html", help="the page to write (default: %(default)s)"
@@ -40,9 +43,23 @@ def run_report(args: argparse.Namespace) -> int:
     from trainjob_conformance.report.model import read_reports
     from trainjob_conformance.report.render import write_reports
 
-    md, page = write_reports(read_reports(Path(args.results)), Path(args.output or args.results))
+    results = Path(args.results)
+    output = Path(args.output) if args.output else _beside(results)
+    md, page = write_reports(read_reports(results), output)
     print(f"{md}\n{page}")
     return 0
+
+
+def _beside(results: Path) -> Path:
+    """Where `report` writes by default: the report directory itself, or for an
+    archive a directory of the archive's name without .tar.gz."""
+    from trainjob_conformance.report.archive import is_archive
+
+    if is_archive(results):
+        return results.with_name(
+            results.name.removesuffix(".gz").removesuffix(".tar").removesuffix(".tgz")
+        )
+    return results
 
 
 def run_diff(args: argparse.Namespace) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -16,6 +18,8 @@ from trainjob_conformance.cli.checks import (
 )
 from trainjob_conformance.cli.profile_args import add_profile, add_with, profile_arg
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.paths import suite
+from trainjob_conformance.report.archive import COMMAND_ENV
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,7 +86,7 @@ def pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
         sys.executable,
         "-m",
         "pytest",
-        "e2e",
+        str(suite().tests),
         f"--trainjob-run-dir={children.new_run_dir(profile)}",
         f"--trainjob-profile={profile}",
         f"--trainjob-cluster={args.cluster}",
@@ -109,9 +113,15 @@ def pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
     return [*command, *args.pytest_args]
 
 
+def record_command() -> None:
+    """The command line the results archive records: the user's, not pytest's."""
+    os.environ[COMMAND_ENV] = shlex.join(["trainjob-conformance", *sys.argv[1:]])
+
+
 def run_run(args: argparse.Namespace) -> int:
     args.profile = profile_arg(args)
     check_run_args(args)
+    record_command()
     code = children.run_child(pytest_command(args, args.profile), own_group=args.workers > 0)
     if code < 0:
         return children.after_killed_child(signal.Signals(-code))

@@ -14,6 +14,7 @@ from trainjob_conformance.cluster.embedded.nodes import NODE_LABEL_MODES
 from trainjob_conformance.cluster.provider import ClusterRequest
 from trainjob_conformance.cluster.registry import PROVIDERS
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.paths import suite
 from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, PROFILE_ENV, load_profile
 
 
@@ -55,13 +56,13 @@ def add_options(parser: pytest.Parser) -> None:
         "--trainjob-catalog",
         type=Path,
         default=None,
-        help="policy catalog YAML (default: <rootdir>/fixtures/policies.yaml)",
+        help="policy catalog YAML (default: the suite's policies.yaml, in the package or checkout)",
     )
     group.addoption(
         "--trainjob-templates",
         type=Path,
         default=None,
-        help="template directory (default: <rootdir>/templates)",
+        help="template directory (default: the suite's templates/, in the package or checkout)",
     )
     group.addoption(
         "--trainjob-pack",
@@ -158,10 +159,8 @@ def read_settings(config: pytest.Config) -> Settings:
             node_labels=config.getoption("--trainjob-node-labels"),
         ),
         keep_cluster=bool(config.getoption("--trainjob-keep-cluster")),
-        catalog=Path(
-            config.getoption("--trainjob-catalog") or config.rootpath / "fixtures" / "policies.yaml"
-        ),
-        templates=Path(config.getoption("--trainjob-templates") or config.rootpath / "templates"),
+        catalog=Path(config.getoption("--trainjob-catalog") or suite().catalog),
+        templates=Path(config.getoption("--trainjob-templates") or suite().templates),
         report_dir=Path(report).resolve() if report else None,
         packs=tuple(Path(p) for p in config.getoption("--trainjob-pack") or ()),
         timeline=timeline,

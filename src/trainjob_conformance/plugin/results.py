@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from trainjob_conformance.plugin.options import Settings, is_xdist_worker
 from trainjob_conformance.plugin.session import ClusterSession
 from trainjob_conformance.policies.catalog import Policy
+from trainjob_conformance.report.archive import COMMAND_ENV, write_archive
 from trainjob_conformance.report.model import (
     PASS,
     PolicyResult,
@@ -48,6 +51,7 @@ class PolicyResults:
         self.session = session
         self.rows: list[PolicyResult] = []
         self.interrupted = False
+        self.archive_due = False
         self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.started_monotonic = time.monotonic()
 
@@ -112,6 +116,31 @@ class PolicyResults:
             return
         self.run_report().write(report_dir)
         write_reports(read_reports(report_dir), report_dir)
+        self.archive_due = True
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        # After every sessionfinish hook, so that the JUnit XML is written too.
+        if not self.archive_due or self.settings.report_dir is None:
+            return
+        handle = self.session.handle
+        command = os.environ.get(COMMAND_ENV) or shlex.join(
+            ["pytest", *config.invocation_params.args]
+        )
+        catalogs = {"policies.yaml": self.settings.catalog}
+        catalogs.update(
+            {
+                f"packs/{pack.name}/policies.yaml": pack / "policies.yaml"
+                for pack in self.settings.packs
+            }
+        )
+        path = write_archive(
+            self.settings.report_dir,
+            self.profile,
+            dict(handle.versions) if handle is not None else {},
+            command,
+            catalogs,
+        )
+        config.get_terminal_writer().line(f"results archive: {path}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows and self.session.start_error is None:

@@ -93,7 +93,11 @@ def worst_result(words: Iterable[str]) -> str:
 
 
 def read_reports(path: Path) -> list[RunReport]:
-    """One result file, or every result file in a report directory."""
+    """One result file, a results archive, or every result file in a report directory."""
+    from trainjob_conformance.report.archive import is_archive, unpacked
+
+    if is_archive(path):
+        path = unpacked(path)
     if path.is_file():
         return [RunReport.read(path)]
     if path.is_dir():
@@ -101,5 +105,6 @@ def read_reports(path: Path) -> list[RunReport]:
         if reports:
             return reports
     raise ConformanceError(
-        f"no trainjob-conformance results at {path} (expected DIR/<profile>.json)"
+        f"no trainjob-conformance results at {path} "
+        "(expected DIR/<profile>.json or a <profile>-results.tar.gz)"
     )
