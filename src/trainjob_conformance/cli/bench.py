@@ -11,6 +11,7 @@ from trainjob_conformance.cli.checks import (
     check_build_cache,
     check_suite_present,
     check_writable,
+    count_of,
 )
 from trainjob_conformance.cli.profile_args import add_profile, profile_arg
 from trainjob_conformance.stack.profiles import load_profile
@@ -37,14 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench.set_defaults(func=run_bench_command)
 
 
-def run_count(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{count} runs: give 1 or more")
-    return count
+run_count = count_of("runs", 1, "1 or more")
 
 
 def run_bench_command(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
@@ -32,14 +33,22 @@ def check_suite_present() -> None:
     require_suite()
 
 
-def worker_count(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers") from None
-    if count < 0:
-        raise argparse.ArgumentTypeError(f"{count} workers: give 0 (serial) or more")
-    return count
+def count_of(what: str, minimum: int, hint: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of `what`, at least `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            count = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what}") from None
+        if count < minimum:
+            raise argparse.ArgumentTypeError(f"{count} {what}: give {hint}")
+        return count
+
+    return parse
+
+
+worker_count = count_of("workers", 0, "0 (serial) or more")
 
 
 def add_workers(p: argparse.ArgumentParser, help_text: str) -> None:

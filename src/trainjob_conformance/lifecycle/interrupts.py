@@ -54,13 +54,26 @@ def die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def ignore_interrupts() -> None:
-    """From here on the process only finishes its work: Ctrl-C and SIGTERM are ignored."""
+def ignore_interrupts() -> dict[int, Any]:
+    """From here on the process only finishes its work: Ctrl-C and SIGTERM are ignored.
+
+    Returns the handlers it replaced, for `restore_handlers`: an ignored signal
+    is inherited by every child started later, so a process that goes on
+    (pytest run in-process by another pytest) must put them back.
+    """
+    previous: dict[int, Any] = {}
     if threading.current_thread() is not threading.main_thread():
-        return
+        return previous
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError, OSError):
-            signal.signal(signum, signal.SIG_IGN)
+            previous[signum] = signal.signal(signum, signal.SIG_IGN)
+    return previous
+
+
+def restore_handlers(previous: dict[int, Any]) -> None:
+    for signum, handler in previous.items():
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            signal.signal(signum, handler)
 
 
 def raise_interrupt_on_termination() -> None:

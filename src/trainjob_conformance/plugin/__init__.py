@@ -29,6 +29,7 @@ from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.lifecycle.interrupts import (
     ignore_interrupts,
     raise_interrupt_on_termination,
+    restore_handlers,
 )
 from trainjob_conformance.plugin import results, timeline
 from trainjob_conformance.plugin.fixtures import training_runtime  # noqa: F401  (a fixture)
@@ -115,14 +116,18 @@ def pytest_sessionfinish(session: pytest.Session) -> Iterator[None]:
     # A wrapper, so the cluster stops even when another plugin's
     # sessionfinish raises (xdist does, when Ctrl-C has already killed its
     # workers), which would skip pytest_unconfigure.
+    previous = {}
     if not is_xdist_worker(session.config):
         # The tests are over: a Ctrl-C now would only cut the report and
         # the cluster's shutdown short, so both run to the end.
-        ignore_interrupts()
+        previous = ignore_interrupts()
     try:
         return (yield)
     finally:
-        _finish(session.config, interrupted=session.shouldstop is not False)
+        try:
+            _finish(session.config, interrupted=session.shouldstop is not False)
+        finally:
+            restore_handlers(previous)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
