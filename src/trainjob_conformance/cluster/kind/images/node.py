@@ -34,6 +34,7 @@ from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
 
 LOCAL = "tjc.local"
+NODE_IMAGE_LABEL = "trainjob-conformance.kubeflow.org/node-image"
 # Pod networking without kindnetd (which the module proxy does not serve): the
 # plugins kindnetd itself configures, on the pod subnet kube-controller-manager
 # gives the first node of kind's default 10.244.0.0/16. One node only: more
@@ -221,7 +222,10 @@ def node_image(
             )
             entrypoint = docker("image", "inspect", "--format", "{{json .Config.Entrypoint}}",
                                 base, what="inspect base").strip()  # fmt: skip
-            docker("commit", "--change", f"ENTRYPOINT {entrypoint}", "--change", 'CMD []',
+            # The label marks every node container made from this image as the
+            # harness's (cluster/kind/reclaim.py).
+            docker("commit", "--change", f"ENTRYPOINT {entrypoint}", "--change", "CMD []",
+                   "--change", f"LABEL {NODE_IMAGE_LABEL}={tag}",
                    name, image, what="commit the node image")  # fmt: skip
         finally:
             subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
