@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 import yaml
-from trainjob_conformance.cluster.existing.provider.provider import ExistingCluster
+from trainjob_conformance.cluster.existing.provider import ExistingCluster
 
 from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
 from trainjob_conformance.cluster.introspect import detect_stack

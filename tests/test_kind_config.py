@@ -23,7 +23,7 @@ def test_cgroup_v1_and_missing_capability_become_patches() -> None:
     assert "restrict_oom_score_adj = true" in cfg["containerdConfigPatches"][0]
 
 
-def test_an_ordinary_host_gets_no_patches() -> None:
+def test_an_ordinary_host_gets_only_the_short_kubelet_sync() -> None:
     cfg = config.cluster_config("kindest/node:v1.36.3", "run1", False, False, None)
-    assert "kubeadmConfigPatches" not in cfg
+    assert cfg["kubeadmConfigPatches"] == ["kind: KubeletConfiguration\nsyncFrequency: 5s\n"]
     assert "containerdConfigPatches" not in cfg

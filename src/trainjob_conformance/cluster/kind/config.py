@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 HARNESS_LABEL = "trainjob-conformance.kubeflow.org/run"
+KUBELET_SYNC = "5s"
 
 
 def cgroup_v1(mounts: str | None = None) -> bool:
@@ -45,8 +46,14 @@ def cluster_config(
             "etcd:\n  local:\n    imageRepository: registry.k8s.io\n"
             f"    imageTag: {etcd_tag}\n"
         )
+    # The kubelet refreshes secret and downward-API volumes once per sync
+    # period (1 min by default): a controller's webhook certificate, written
+    # into a Secret after its Pod started, and a held Pod's annotations file
+    # (cluster/hold.py) would each lag by up to that long.
+    kubelet = f"kind: KubeletConfiguration\nsyncFrequency: {KUBELET_SYNC}\n"
     if on_cgroup_v1:
-        patches.append("kind: KubeletConfiguration\nfailCgroupV1: false\n")
+        kubelet += "failCgroupV1: false\n"
+    patches.append(kubelet)
     config: dict[str, Any] = {
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
