@@ -103,4 +103,11 @@ def test_shim_drops_sys_resource_from_bundle_and_process(tmp_path: Path) -> None
 
 
 def test_local_names_never_name_a_registry() -> None:
-    assert catalog.controller_image("kueue", "v0.19.2") == "tjc.local/kueue:v0.19.2"
+    assert catalog.controller_image("kueue", "v0.19.2") == "tjc.local/kueue/kueue:v0.19.2"
+
+
+def test_local_controller_images_are_recognised_by_existing() -> None:
+    from trainjob_conformance.cluster.introspect import CONTROLLER_IMAGES
+
+    for component, fragment in CONTROLLER_IMAGES.items():
+        assert fragment in catalog.controller_image(component, "v1.0.0")

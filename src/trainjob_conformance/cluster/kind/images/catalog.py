@@ -33,8 +33,19 @@ RUNTIME_FILES = (
 )  # fmt: skip
 
 
+# The releases' repository paths, kept under the local host: `existing`
+# (cluster/introspect.py) recognises a controller and its version by that path
+# and tag, so a kind cluster with local images reads like one with releases.
+RELEASE_PATHS = {
+    "jobset": "jobset/jobset",
+    "kueue": "kueue/kueue",
+    "trainer": "kubeflow/trainer/trainer-controller-manager",
+    "training-operator": "kubeflow/training-operator",
+}
+
+
 def controller_image(component: str, version: str) -> str:
-    return f"{LOCAL}/{component}:{version}"
+    return f"{LOCAL}/{RELEASE_PATHS[component]}:{version}"
 
 
 def etcd_image_tag(version: str) -> str:
@@ -123,7 +134,7 @@ def ensure_controller_images(versions: dict[str, str], binaries: dict[str, Path]
             lambda n=name, b=binaries[binary]: simple.build_binary_image(
                 n, b, "/manager", simple.NONROOT
             ),
-            key=f"{component}-{versions[component]}",
+            key=f"{component}-{versions[component]}-{RELEASE_PATHS[component].replace('/', '_')}",
         )
         images[component] = name
     return images
