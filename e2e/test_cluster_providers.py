@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 import yaml
-from trainjob_conformance.cluster.existing.provider import ExistingCluster
 
 from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
+from trainjob_conformance.cluster.existing.provider import ExistingCluster
 from trainjob_conformance.cluster.introspect import detect_stack
 from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
