@@ -73,10 +73,12 @@ def test_a_kind_cluster_name_from_a_composed_profile_is_valid_for_kind(
 ) -> None:
     from trainjob_conformance.cluster.kind.provider import KindStackCluster
 
-    monkeypatch.setenv("KIND", sys.executable)
-    monkeypatch.setenv("KUBECTL", sys.executable)
-    cluster = KindStackCluster(load_profile("latest+kueue=v0.16.6"), Path("/nonexistent"))
-    assert cluster.name == "tjc-latest-kueue-v0-16-6"
+    # The name comes from the run directory (one cluster per run), whatever the profile.
+    cluster = KindStackCluster(
+        load_profile("latest+kueue=v0.16.6"), Path("/runs/20261125-060000-ab12cd")
+    )
+    assert cluster.name == "tjc-60000-ab12cd"
+    assert re.fullmatch(r"[a-z0-9][a-z0-9-]*", cluster.name)
 
 
 def test_the_report_header_says_what_it_is_composed_from() -> None:

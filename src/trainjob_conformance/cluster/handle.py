@@ -34,6 +34,9 @@ class ClusterHandle:
     log_files: dict[str, Path] = field(default_factory=dict)
     # Written by the stack watch of the process that owns the cluster.
     health_file: Path | None = None
+    # Where the cluster's images came from (kind: local or upstream) and which ran:
+    # image name -> image ID, for reports.
+    images: dict[str, str] = field(default_factory=dict)
     _kube: Kube | None = None
     _health: StackHealth | None = None
 
@@ -82,6 +85,7 @@ class ClusterHandle:
             "controller_pods": {k: list(v) for k, v in self.controller_pods.items()},
             "log_files": {name: str(path) for name, path in self.log_files.items()},
             "health_file": str(self.health_file) if self.health_file else "",
+            "images": dict(self.images),
         }
 
     @classmethod
@@ -98,6 +102,7 @@ class ClusterHandle:
             profile=str(data.get("profile") or ""),
             run_dir=Path(str(data["run_dir"])) if data.get("run_dir") else None,
             health_file=Path(str(data["health_file"])) if data.get("health_file") else None,
+            images={str(k): str(v) for k, v in dict(data.get("images") or {}).items()},  # type: ignore[call-overload]
             controller_pods={
                 str(k): (str(v[0]), str(v[1]))
                 for k, v in dict(data.get("controller_pods") or {}).items()  # type: ignore[call-overload]

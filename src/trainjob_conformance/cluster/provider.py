@@ -36,6 +36,9 @@ class ClusterRequest:
     kubeconfig: Path | None = None
     # Embedded only: which labels the fake nodes carry (cluster/embedded/nodes.py).
     node_labels: str = "cloud"
+    # kind only: images built here from pinned sources (local) or the releases'
+    # images from their registries (upstream).
+    image_source: str = "local"
 
 
 @contextmanager

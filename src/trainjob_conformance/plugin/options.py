@@ -48,6 +48,13 @@ def add_options(parser: pytest.Parser) -> None:
         "(cloud, default) or also kwok's type=kwok (kwok)",
     )
     group.addoption(
+        "--trainjob-image-source",
+        choices=("local", "upstream"),
+        default="local",
+        help="kind: build every image from pinned sources here (local, default; no registry "
+        "needed) or run the releases' images from their registries (upstream)",
+    )
+    group.addoption(
         "--trainjob-keep-cluster",
         action="store_true",
         help="leave the cluster running after the run and print how to use it",
@@ -157,6 +164,7 @@ def read_settings(config: pytest.Config) -> Settings:
             run_dir=Path(run_dir).resolve() if run_dir else _default_run_dir(config.rootpath),
             kubeconfig=config.getoption("--trainjob-kubeconfig"),
             node_labels=config.getoption("--trainjob-node-labels"),
+            image_source=config.getoption("--trainjob-image-source"),
         ),
         keep_cluster=bool(config.getoption("--trainjob-keep-cluster")),
         catalog=Path(config.getoption("--trainjob-catalog") or suite().catalog),

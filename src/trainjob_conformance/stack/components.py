@@ -53,6 +53,8 @@ class Component:
     replace_version: Callable[[str], str] = _same_version
     ldflags: Callable[[str, str, str], list[str]] = _no_ldflags
     tags: tuple[str, ...] = field(default_factory=tuple)
+    # Linked against C libraries (containerd, runc with seccomp); off otherwise.
+    cgo: bool = False
 
 
 COMPONENTS: dict[str, Component] = {
@@ -114,6 +116,78 @@ COMPONENTS: dict[str, Component] = {
         ),
     )
 }
+
+# What only the kind provider builds: the node's runtime, kind itself, and the
+# Kubernetes node binaries. Kept apart so the embedded cluster's build never
+# waits for them; the Go build cache is shared, so the node binaries reuse the
+# packages the control plane compiled.
+KIND_COMPONENTS: dict[str, Component] = {
+    component.key: component
+    for component in (
+        Component(key="kind", module="sigs.k8s.io/kind", binaries={"kind": "sigs.k8s.io/kind"}),
+        Component(
+            key="kubernetes-node",
+            module="k8s.io/kubernetes",
+            binaries={
+                "kubelet": "k8s.io/kubernetes/cmd/kubelet",
+                "kubeadm": "k8s.io/kubernetes/cmd/kubeadm",
+                "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
+            },
+            replace_version=_kubernetes_staging_version,
+            ldflags=_kubernetes_ldflags,
+            tags=("selinux", "notest"),
+        ),
+        Component(
+            key="containerd",
+            module="github.com/containerd/containerd/v2",
+            binaries={
+                "containerd": "github.com/containerd/containerd/v2/cmd/containerd",
+                "containerd-shim-runc-v2": (
+                    "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"
+                ),
+                "ctr": "github.com/containerd/containerd/v2/cmd/ctr",
+            },
+            tags=("no_aufs", "no_zfs", "no_btrfs", "no_devmapper"),
+            cgo=True,
+        ),
+        Component(
+            key="runc",
+            module="github.com/opencontainers/runc",
+            binaries={"runc": "github.com/opencontainers/runc"},
+            tags=("seccomp",),
+            cgo=True,
+        ),
+        Component(
+            key="crictl",
+            module="sigs.k8s.io/cri-tools",
+            binaries={"crictl": "sigs.k8s.io/cri-tools/cmd/crictl"},
+        ),
+        Component(
+            key="cni-plugins",
+            module="github.com/containernetworking/plugins",
+            binaries={
+                name: f"github.com/containernetworking/plugins/plugins/{kind}/{name}"
+                for kind, name in (
+                    ("main", "ptp"),
+                    ("main", "loopback"),
+                    ("ipam", "host-local"),
+                    ("meta", "portmap"),
+                )
+            },
+        ),
+        Component(
+            key="coredns",
+            module="github.com/coredns/coredns",
+            binaries={"coredns": "github.com/coredns/coredns"},
+        ),
+    )
+}
+
+
+def component(key: str) -> Component:
+    """A component of either table, by key."""
+    return COMPONENTS.get(key) or KIND_COMPONENTS[key]
+
 
 # Build order: the cluster first, so a debugging user gets it soonest.
 BUILD_ORDER = ("etcd", "kubernetes", "kwok", "jobset", "kueue", "trainer", "training-operator")

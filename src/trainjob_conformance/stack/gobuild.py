@@ -25,7 +25,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
-from trainjob_conformance.stack.components import BUILD_ORDER, COMPONENTS, Component
+from trainjob_conformance.stack.components import BUILD_ORDER, Component, component
 from trainjob_conformance.stack.profiles import Profile
 
 _RELATIVE_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+(\.\.?/\S*)\s*$")
@@ -52,9 +52,12 @@ def go_binary() -> str:
     return go
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(cgo: bool = False) -> dict[str, str]:
     env = dict(os.environ)
-    env.setdefault("CGO_ENABLED", "0")
+    if cgo:
+        env["CGO_ENABLED"] = "1"
+    else:
+        env.setdefault("CGO_ENABLED", "0")
     # A wrapper module must be free to record the requirements it discovers.
     env["GOFLAGS"] = "-mod=mod"
     return env
@@ -137,7 +140,7 @@ def _build_child() -> None:
     os.nice(_BUILD_NICENESS)
 
 
-def _run_logged(args: list[str], cwd: Path, log: Path, what: str) -> None:
+def _run_logged(args: list[str], cwd: Path, log: Path, what: str, cgo: bool = False) -> None:
     with log.open("a") as sink:
         sink.write(f"\n$ {' '.join(args)}\n")
         sink.flush()
@@ -147,7 +150,7 @@ def _run_logged(args: list[str], cwd: Path, log: Path, what: str) -> None:
         process = subprocess.Popen(
             args,
             cwd=cwd,
-            env=_go_env(),
+            env=_go_env(cgo),
             stdout=sink,
             stderr=subprocess.STDOUT,
             process_group=0,
@@ -188,16 +191,16 @@ def _remove_abandoned_partials(target: Path) -> None:
 
 def build_component(component_key: str, version: str) -> dict[str, Path]:
     """Build every binary of one component at one version, unless cached."""
-    component = COMPONENTS[component_key]
-    outputs = {b: binary_path(component_key, version, b) for b in component.binaries}
+    component_ = component(component_key)
+    outputs = {b: binary_path(component_key, version, b) for b in component_.binaries}
     if all(path.is_file() for path in outputs.values()):
         return outputs
 
     go = go_binary()
-    info = download_module(component.module, version)
+    info = download_module(component_.module, version)
     workdir = cache_root() / "work" / f"{component_key}@{version}"
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "go.mod").write_text(wrapper_gomod(component, version, info.gomod_path.read_text()))
+    (workdir / "go.mod").write_text(wrapper_gomod(component_, version, info.gomod_path.read_text()))
     # Start from upstream's go.sum: it records the hashes upstream verified,
     # including for modules the checksum database does not serve (Kueue's
     # scheduler-library pre-release), so the build checks against those.
@@ -208,24 +211,26 @@ def build_component(component_key: str, version: str) -> dict[str, Path]:
     logs = cache_root() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     build_date = info.time or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    ldflags = " ".join(["-s", "-w", *component.ldflags(version, info.commit, build_date)])
+    ldflags = " ".join(["-s", "-w", *component_.ldflags(version, info.commit, build_date)])
     outputs[next(iter(outputs))].parent.mkdir(parents=True, exist_ok=True)
 
-    for binary, package in component.binaries.items():
+    for binary, package in component_.binaries.items():
         target = outputs[binary]
         if target.is_file():
             continue
         log = logs / f"{binary}-{version}.log"
-        log.write_text(f"building {package} from {component.module}@{version}\n")
+        log.write_text(f"building {package} from {component_.module}@{version}\n")
         _remove_abandoned_partials(target)
         with step(f"building {binary} {version}"):
             _run_logged([go, "get", f"{package}@{version}"], workdir, log, f"go get {package}")
             partial = target.with_name(f".{binary}.partial-{os.getpid()}")
             args = [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial)]
-            if component.tags:
-                args += ["-tags", ",".join(component.tags)]
+            if component_.tags:
+                args += ["-tags", ",".join(component_.tags)]
             try:
-                _run_logged([*args, package], workdir, log, f"building {binary} {version}")
+                _run_logged(
+                    [*args, package], workdir, log, f"building {binary} {version}", component_.cgo
+                )
                 # The rename is atomic, so an interrupted build never leaves a
                 # file under the final name.
                 os.replace(partial, target)
@@ -245,4 +250,4 @@ def build_profile(profile: Profile) -> dict[str, Path]:
 
 def module_source(component_key: str, version: str) -> Path:
     """The upstream source tree in the module cache, for manifests and CRDs."""
-    return download_module(COMPONENTS[component_key].module, version).source_dir
+    return download_module(component(component_key).module, version).source_dir

@@ -63,9 +63,12 @@ def _kustomize(kubectl: Path, directory: Path) -> str:
     return result.stdout
 
 
-def _with_release_image(text: str, component: str, tag: str) -> list[dict[str, Any]]:
+def _with_release_image(
+    text: str, component: str, tag: str, local: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """The documents, with the manager Deployment running the released image, as
-    `kustomize edit set image` does in the release process."""
+    `kustomize edit set image` does in the release process; or, given `local`
+    (component -> image), the image built here, which is never pulled."""
     documents = [doc for doc in yaml.safe_load_all(text) if doc]
     managers = [d for d in documents if d["kind"] == "Deployment"]
     if len(managers) != 1:
@@ -73,7 +76,11 @@ def _with_release_image(text: str, component: str, tag: str) -> list[dict[str, A
             f"expected one manager Deployment in {component}'s manifests, found {len(managers)}"
         )
     containers = managers[0]["spec"]["template"]["spec"]["containers"]
-    containers[0]["image"] = f"{RELEASE_IMAGES[component]}:{tag}"
+    if local is not None:
+        containers[0]["image"] = local[component]
+        containers[0]["imagePullPolicy"] = "IfNotPresent"
+    else:
+        containers[0]["image"] = f"{RELEASE_IMAGES[component]}:{tag}"
     return documents
 
 
@@ -106,21 +113,28 @@ def _write(path: Path, documents: list[dict[str, Any]]) -> Path:
     return path
 
 
-def kind_install_steps(profile: Profile, kubectl: Path) -> list[InstallStep]:
-    """Build (or reuse) each manifest file of the kind install, in install order."""
+def kind_install_steps(
+    profile: Profile, kubectl: Path, local: dict[str, str] | None = None
+) -> list[InstallStep]:
+    """Build (or reuse) each manifest file of the kind install, in install order.
+
+    `local` (component -> image) points the controllers at images built here.
+    """
     versions = profile.versions
     workdir = (
         cache_root()
         / "kind-manifests"
         / "-".join(f"{key}{versions[key]}" for key in ("jobset", "kueue", "trainer"))
     )
+    if local is not None:
+        workdir = workdir.with_name(workdir.name + "-local")
     jobset, kueue, trainer = (module_source(k, versions[k]) for k in ("jobset", "kueue", "trainer"))
     plan = [
         (
             "jobset",
             "jobset",
             lambda: _with_release_image(
-                _kustomize(kubectl, jobset / "config/default"), "jobset", versions["jobset"]
+                _kustomize(kubectl, jobset / "config/default"), "jobset", versions["jobset"], local
             ),
         ),
         (
@@ -130,6 +144,7 @@ def kind_install_steps(profile: Profile, kubectl: Path) -> list[InstallStep]:
                 _kustomize(kubectl, _trainer_manager_overlay(trainer, workdir)),
                 "trainer",
                 versions["trainer"],
+                local,
             ),
         ),
         (
@@ -147,7 +162,7 @@ def kind_install_steps(profile: Profile, kubectl: Path) -> list[InstallStep]:
             "kueue",
             "kueue",
             lambda: _with_release_image(
-                _kustomize(kubectl, kueue / "config/default"), "kueue", versions["kueue"]
+                _kustomize(kubectl, kueue / "config/default"), "kueue", versions["kueue"], local
             ),
         ),
     ]

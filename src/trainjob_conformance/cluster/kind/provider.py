@@ -1,19 +1,24 @@
-"""kind clusters (through pytest-kind-ng) with the stack from upstream release manifests.
+"""kind clusters with the stack from upstream release manifests.
 
 The install follows the upstream e2e setups: JobSet's and Kueue's release
 manifests, the Trainer's manager and runtimes overlays, each controller waited
 for before the next. The manifests are built from the release sources
 (cluster/kind/manifests.py), the same files the e2e suite dry-runs against a
-real API server. Needs Docker, kind, kubectl and the image registries.
+real API server.
+
+Images come from one of two sources. `local` (the default) builds every image
+the cluster runs from pinned sources on this machine (cluster/kind/images/) and
+needs no registry; `upstream` runs kind's node image and the releases' images
+from their registries. kind itself is built through the Go module proxy and run
+as a subprocess, always with --kubeconfig, so ~/.kube/config is never touched.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,15 +26,26 @@ from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
 from trainjob_conformance.cluster.health.readiness import standard_probes, wait_for_admission
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
+from trainjob_conformance.cluster.hold import HOLD_IMAGE
+from trainjob_conformance.cluster.kind import config as kind_config
+from trainjob_conformance.cluster.kind import reclaim
+from trainjob_conformance.cluster.kind.binaries import build_node_binaries, node_versions
+from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
+from trainjob_conformance.cluster.kind.images import catalog
 from trainjob_conformance.cluster.kind.manifests import InstallStep, kind_install_steps
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
-from trainjob_conformance.lifecycle.processes import register_cleanup, unregister_cleanup
-from trainjob_conformance.progress import step
+from trainjob_conformance.lifecycle.processes import (
+    RunOwnership,
+    register_cleanup,
+    unregister_cleanup,
+)
+from trainjob_conformance.progress import say, step
+from trainjob_conformance.stack.gobuild import build_component, module_source
 from trainjob_conformance.stack.profiles import COMPONENT_KEYS, Profile
 
-NODE_IMAGE = "kindest/node:{kubernetes}"
+UPSTREAM_NODE_IMAGE = "kindest/node:{kubernetes}"
 CONTROLLERS = {
     "jobset": ("jobset-system", "jobset-controller-manager", "control-plane=controller-manager"),
     "trainer": (
@@ -40,6 +56,7 @@ CONTROLLERS = {
     "kueue": ("kueue-system", "kueue-controller-manager", "control-plane=controller-manager"),
 }
 _ROLLOUT_TIMEOUT = "300s"
+IMAGE_SOURCES = ("local", "upstream")
 
 
 # The install step after which each controller's rollout is awaited: the
@@ -69,11 +86,10 @@ def install_plan(steps: list[InstallStep]) -> list[list[str]]:
     return plan
 
 
-def _executable(explicit: str | None, name: str, hint: str) -> Path:
-    found = explicit or shutil.which(name)
-    if not found or not os.access(found, os.X_OK):
-        raise ConformanceError(f"no {name} executable found: {hint}")
-    return Path(found)
+def cluster_name(run_dir: Path) -> str:
+    """kind takes lower-case letters, digits and dashes; the run id keeps clusters apart."""
+    run_id = re.sub(r"[^a-z0-9]+", "-", run_dir.name.lower()).strip("-")[-12:].strip("-")
+    return f"tjc-{run_id}"
 
 
 class KindStackCluster:
@@ -83,61 +99,126 @@ class KindStackCluster:
         self,
         profile: Profile,
         run_dir: Path,
-        kind_bin: str | None = None,
-        kubectl_bin: str | None = None,
-        install_steps: Callable[[Profile, Path], list[InstallStep]] = kind_install_steps,
+        image_source: str = "local",
+        install_steps: Callable[..., list[InstallStep]] = kind_install_steps,
     ) -> None:
+        if image_source not in IMAGE_SOURCES:
+            raise ConformanceError(
+                f"unknown image source {image_source!r}: choose one of {', '.join(IMAGE_SOURCES)}"
+            )
         self.install_steps = install_steps
         self.profile = profile
         self.run_dir = run_dir
-        # kind takes lower-case letters, digits and dashes: a composed profile
-        # (latest+kueue=v0.16.6) becomes tjc-latest-kueue-v0-16-6.
-        self.name = "tjc-" + re.sub(r"[^a-z0-9]+", "-", profile.name.lower()).strip("-")
-        self.kind_bin = _executable(
-            kind_bin or os.environ.get("KIND"),
-            "kind",
-            "install kind (https://kind.sigs.k8s.io) or set KIND=/path/to/kind",
-        )
-        self.kubectl_bin = _executable(
-            kubectl_bin or os.environ.get("KUBECTL"),
-            "kubectl",
-            "install kubectl or set KUBECTL=/path/to/kubectl",
-        )
-        self._cluster = None
+        self.image_source = image_source
+        self.name = cluster_name(run_dir)
+        self.docker: DockerDaemon | None = None
+        self.record: reclaim.ClusterRecord | None = None
         self.watch: StackWatch | None = None
+        self.images: dict[str, str] = {}
+        self.timings: dict[str, float] = {}
 
     @property
     def kubeconfig(self) -> Path:
         return self.run_dir / "kind-kubeconfig.yaml"
 
-    def create_and_install(self) -> None:
-        try:
-            from pytest_kind import KindCluster
-        except ImportError:
-            raise ConformanceError(
-                "the kind provider needs pytest-kind-ng: pip install 'trainjob-conformance[kind]'"
-            ) from None
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._cluster = KindCluster(
-            self.name,
-            kubeconfig=self.kubeconfig,
-            image=NODE_IMAGE.format(**self.profile.versions),
-            kind_path=self.kind_bin,
-            kubectl_path=self.kubectl_bin,
+    def _kubectl(self, kubectl: Path, *args: str) -> None:
+        result = subprocess.run(
+            [str(kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            check=False,
         )
+        if result.returncode != 0:
+            raise ConformanceError(
+                f"kubectl {' '.join(args)} failed: {(result.stderr or result.stdout).strip()}"
+            )
+
+    def _timed(self, key: str, started: float) -> None:
+        self.timings[key] = round(time.monotonic() - started, 1)
+
+    def create_and_install(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         register_cleanup(self.down)
+        owner = RunOwnership.of(self.run_dir)
+        self.docker = DockerDaemon(self.run_dir, owner).ensure()
+        reclaim.reclaim_abandoned(self.run_dir.parent)
+        versions = dict(self.profile.versions)
+        binaries = build_node_binaries(self.profile)
+        for key in ("jobset", "kueue", "trainer"):
+            binaries.update(build_component(key, versions[key]))
+        kind_bin, kubectl = binaries["kind"], binaries["kubectl"]
+        started = time.monotonic()
+        local: dict[str, str] | None = None
+        to_load: list[str] = []
+        if self.image_source == "local":
+            kind_source = module_source("kind", node_versions(self.profile)["kind"])
+            built = catalog.ensure_node(versions, binaries, kind_source)
+            node_image = built.node
+            local = catalog.ensure_controller_images(versions, binaries)
+            to_load = [*local.values(), HOLD_IMAGE]
+            built.digests[HOLD_IMAGE] = catalog.ensure_hold_image()
+            for image in local.values():
+                built.digests[image] = catalog.store.image_id(image)
+            self.images = {"source": "local", **built.digests}
+        else:
+            node_image = UPSTREAM_NODE_IMAGE.format(**versions)
+            self.images = {"source": "upstream", "node": node_image}
+        self._timed("images", started)
+        on_v1 = kind_config.cgroup_v1()
+        if on_v1:
+            say("the host runs cgroup v1: the kubelet is told failCgroupV1: false")
+        config = kind_config.write_config(
+            self.run_dir / "kind-config.yaml",
+            kind_config.cluster_config(
+                node_image,
+                self.run_dir.name,
+                on_cgroup_v1=on_v1,
+                restrict_oom_score_adj=lacks_sys_resource(),
+                etcd_tag=catalog.etcd_image_tag(versions["etcd"]) if local else None,
+            ),
+        )
+        self.record = reclaim.new_record(
+            self.name, self.kubeconfig, kind_bin, created_network=not reclaim.network_exists()
+        )
+        self.record.write(self.run_dir)
+        started = time.monotonic()
         with step(f"creating kind cluster {self.name}"):
-            self._cluster.create()
+            result = subprocess.run(
+                [str(kind_bin), "create", "cluster", "--name", self.name, "--config", str(config),
+                 "--kubeconfig", str(self.kubeconfig), "--retain"],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if result.returncode != 0:
+                raise ConformanceError(
+                    f"kind create cluster failed: {result.stderr.strip().splitlines()[-1:]}; "
+                    f"node journal:\n{self._journal_tail()}"
+                )
+        self._timed("kind_create", started)
+        started = time.monotonic()
+        for image in to_load:
+            with step(f"loading {image} into {self.name}"):
+                result = subprocess.run(
+                    [str(kind_bin), "load", "docker-image", "--name", self.name, image],
+                    capture_output=True, text=True, check=False,
+                )  # fmt: skip
+                if result.returncode != 0:
+                    raise ConformanceError(f"kind load {image} failed: {result.stderr.strip()}")
         with step("building the release manifests of JobSet, Trainer and Kueue"):
-            steps = self.install_steps(self.profile, self.kubectl_bin)
+            steps = self.install_steps(self.profile, kubectl, local)
         with step("installing JobSet, Trainer and Kueue from their release manifests"):
             for args in install_plan(steps):
-                try:
-                    self._cluster.kubectl(*args, stderr=subprocess.STDOUT)
-                except subprocess.CalledProcessError as error:
-                    raise ConformanceError(
-                        f"kubectl {' '.join(args)} failed:\n{error.output}"
-                    ) from None
+                self._kubectl(kubectl, *args)
+        self._timed("install", started)
+
+    def _journal_tail(self) -> str:
+        containers = reclaim.node_containers(self.name, harness_only=False)
+        if not containers:
+            return "(no node container)"
+        result = subprocess.run(
+            ["docker", "exec", containers[0], "journalctl", "--no-pager", "-n", "30"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        return result.stdout or result.stderr
 
     def up(self) -> ClusterHandle:
         with startup_errors(self.run_dir):
@@ -146,7 +227,10 @@ class KindStackCluster:
     def _up(self) -> ClusterHandle:
         self.create_and_install()
         kube = Kube(api_client_for(self.kubeconfig))
+        started = time.monotonic()
         wait_for_admission(kube, standard_probes(), timeout=120, log_tails=lambda: "")
+        self._timed("admission", started)
+        say(f"kind timings (s): {self.timings}")
         handle = ClusterHandle(
             provider="kind",
             kubeconfig=self.kubeconfig,
@@ -155,6 +239,7 @@ class KindStackCluster:
             versions={k: v for k, v in self.profile.versions.items() if k in COMPONENT_KEYS},
             profile=self.profile.name,
             run_dir=self.run_dir,
+            images=dict(self.images),
         )
         handle.controller_pods = {n: (ns, sel) for n, (ns, _, sel) in CONTROLLERS.items()}
         probes = [
@@ -166,9 +251,9 @@ class KindStackCluster:
         return handle
 
     def down_hint(self) -> str:
-        # The kubeconfig too: without it kind would edit the user's ~/.kube/config.
+        kind_bin = self.record.kind_bin if self.record else "kind"
         command = ["delete", "cluster", "--name", self.name, "--kubeconfig", str(self.kubeconfig)]
-        return shlex.join([str(self.kind_bin), *command])
+        return shlex.join([kind_bin, *command])
 
     def detach(self) -> None:
         """Leave the kind cluster running past this process (`kind delete cluster` removes it)."""
@@ -176,18 +261,23 @@ class KindStackCluster:
         if self.watch is not None:
             self.watch.stop()
             self.watch = None
+        if self.record is not None:
+            self.record.state = "detached"
+            self.record.write(self.run_dir)
 
     def down(self) -> None:
         unregister_cleanup(self.down)
         if self.watch is not None:
             self.watch.stop()
             self.watch = None
-        if self._cluster is not None:
-            self._cluster.delete()
-            self._cluster = None
-        self.watch: StackWatch | None = None
+        if self.record is not None and self.record.state == "running":
+            with step(f"deleting kind cluster {self.name}"):
+                reclaim.delete(self.record, self.run_dir)
+        if self.docker is not None:
+            self.docker.stop()
+            self.docker = None
 
 
 def from_request(request: ClusterRequest) -> KindStackCluster:
     """The registry's way in (cluster/registry.py)."""
-    return KindStackCluster(request.profile, request.run_dir)
+    return KindStackCluster(request.profile, request.run_dir, request.image_source)

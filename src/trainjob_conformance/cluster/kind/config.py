@@ -1,0 +1,77 @@
+"""The kind cluster configuration: host quirks the provider read, as kind config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HARNESS_LABEL = "trainjob-conformance.kubeflow.org/run"
+KUBELET_SYNC = "5s"
+
+
+def cgroup_v1(mounts: str | None = None) -> bool:
+    """Whether the host's cgroup hierarchy is v1 (no unified cgroup2 at /sys/fs/cgroup)."""
+    text = mounts if mounts is not None else Path("/proc/self/mounts").read_text()
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[1] == "/sys/fs/cgroup":
+            return fields[2] != "cgroup2"
+    return False
+
+
+def cluster_config(
+    node_image: str,
+    run_id: str,
+    on_cgroup_v1: bool,
+    restrict_oom_score_adj: bool,
+    etcd_tag: str | None,
+) -> dict[str, Any]:
+    """kind's Cluster object for one control-plane node.
+
+    - kubelets >= 1.35 refuse cgroup v1 unless failCgroupV1 is false;
+    - where the host withholds CAP_SYS_RESOURCE, runc cannot raise a sandbox's
+      oom_score_adj, so the node's containerd must not ask it to (kind sets
+      restrict_oom_score_adj only for rootless nodes);
+    - kubeadm is pointed at the etcd the profile builds.
+    The node carries the run's id as a Kubernetes label (kind cannot label the
+    container itself; the container is identified by kind's cluster label and
+    the cluster's name, which holds the run id).
+    """
+    patches: list[str] = []
+    if etcd_tag:
+        patches.append(
+            "kind: ClusterConfiguration\n"
+            "etcd:\n  local:\n    imageRepository: registry.k8s.io\n"
+            f"    imageTag: {etcd_tag}\n"
+        )
+    # The kubelet refreshes secret and downward-API volumes once per sync
+    # period (1 min by default): a controller's webhook certificate, written
+    # into a Secret after its Pod started, and a held Pod's annotations file
+    # (cluster/hold.py) would each lag by up to that long.
+    kubelet = f"kind: KubeletConfiguration\nsyncFrequency: {KUBELET_SYNC}\n"
+    if on_cgroup_v1:
+        kubelet += "failCgroupV1: false\n"
+    patches.append(kubelet)
+    config: dict[str, Any] = {
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "networking": {"apiServerAddress": "127.0.0.1"},
+        "nodes": [
+            {"role": "control-plane", "image": node_image, "labels": {HARNESS_LABEL: run_id}}
+        ],
+    }
+    if patches:
+        config["kubeadmConfigPatches"] = patches
+    if restrict_oom_score_adj:
+        config["containerdConfigPatches"] = [
+            '[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true\n'
+        ]
+    return config
+
+
+def write_config(path: Path, config: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path

@@ -1,0 +1,189 @@
+"""Finding a Docker daemon for kind, or starting one, and the one host quirk it must absorb.
+
+Some hosts (sandboxed CI machines among them) withhold CAP_SYS_RESOURCE from
+every process: it is missing from the capability bounding set. kind runs its
+nodes with `--privileged`, which asks runc for every capability, and runc
+fails with "unable to apply caps: operation not permitted". A runtime that
+takes CAP_SYS_RESOURCE out of the OCI spec before handing it to the real runc
+lets privileged containers start there. On an ordinary host the capability is
+present and nothing of this is used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+from trainjob_conformance.lifecycle.processes import HostProcess, RunOwnership
+from trainjob_conformance.paths import cache_root
+from trainjob_conformance.progress import say, step
+
+CAP_SYS_RESOURCE = 24  # linux/capability.h
+RUNTIME_NAME = "tjc-runc"
+_CAP_NAME = "CAP_SYS_RESOURCE"
+_DOCKER_INSTALL_HINT = (
+    "install Docker (Debian/Ubuntu: apt-get install docker.io) and start its daemon, "
+    "or run as root so the harness can install and start it"
+)
+
+
+def bounding_set(status_text: str) -> int:
+    """The CapBnd mask from the text of /proc/<pid>/status."""
+    for line in status_text.splitlines():
+        if line.startswith("CapBnd:"):
+            return int(line.split(":", 1)[1].strip(), 16)
+    raise ValueError("no CapBnd line")
+
+
+def lacks_sys_resource(status_text: str | None = None) -> bool:
+    text = status_text if status_text is not None else Path("/proc/self/status").read_text()
+    return not bounding_set(text) >> CAP_SYS_RESOURCE & 1
+
+
+def shim_source(real_runc: str, python: str) -> str:
+    """A runc wrapper that drops CAP_SYS_RESOURCE from the spec runc is given, then execs runc.
+
+    dockerd passes the container spec as `--bundle DIR` (DIR/config.json) on
+    create and as `--process FILE` on exec.
+    """
+    return f'''#!{python}
+import json, os, sys
+args = sys.argv[1:]
+def strip(path, key=None):
+    try:
+        with open(path) as f:
+            spec = json.load(f)
+    except (OSError, ValueError):
+        return
+    caps = (spec.get("process") or {{}}).get("capabilities") if key else spec.get("capabilities")
+    if not isinstance(caps, dict):
+        return
+    for name, values in caps.items():
+        if isinstance(values, list):
+            caps[name] = [v for v in values if v != "{_CAP_NAME}"]
+    with open(path, "w") as f:
+        json.dump(spec, f)
+for i, arg in enumerate(args[:-1]):
+    if arg in ("--bundle", "-b"):
+        strip(os.path.join(args[i + 1], "config.json"), key="process")
+    elif arg in ("--process", "-p"):
+        strip(args[i + 1])
+os.execv({real_runc!r}, [{real_runc!r}, *args])
+'''
+
+
+def write_shim(real_runc: str) -> Path:
+    path = cache_root() / "kind" / RUNTIME_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    source = shim_source(real_runc, sys.executable)
+    if not path.is_file() or path.read_text() != source:
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(source)
+        partial.chmod(0o755)
+        os.replace(partial, path)
+    return path
+
+
+def _docker(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def daemon_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return _docker("info", "--format", "{{.ServerVersion}}", timeout=10).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def default_runtime() -> str:
+    return _docker("info", "--format", "{{.DefaultRuntime}}").stdout.strip()
+
+
+def missing_docker() -> str | None:
+    """Why kind cannot run here, in one line, or None when Docker is usable or can be set up."""
+    if daemon_answers():
+        return None
+    if os.geteuid() == 0:
+        return None
+    return f"no Docker daemon answers: {_DOCKER_INSTALL_HINT}"
+
+
+class DockerDaemon:
+    """The daemon kind talks to: the user's own, or one this run started and stops."""
+
+    def __init__(self, run_dir: Path, owner: RunOwnership | None = None) -> None:
+        self.run_dir = run_dir
+        self.owner = owner
+        self.process: HostProcess | None = None
+
+    @property
+    def started_here(self) -> bool:
+        return self.process is not None
+
+    def ensure(self) -> DockerDaemon:
+        if daemon_answers():
+            self._check_runtime()
+            return self
+        if os.geteuid() != 0:
+            raise ConformanceError(f"no Docker daemon answers: {_DOCKER_INSTALL_HINT}")
+        self._install()
+        self._start()
+        return self
+
+    def _check_runtime(self) -> None:
+        if lacks_sys_resource() and default_runtime() != RUNTIME_NAME:
+            raise ConformanceError(
+                f"this host withholds {_CAP_NAME} (CapBnd in /proc/self/status), so the Docker "
+                "daemon cannot start kind's privileged nodes: restart dockerd with a default "
+                f"runtime that drops {_CAP_NAME} from the container spec, or stop it and let "
+                "the harness start its own (run as root)"
+            )
+
+    def _install(self) -> None:
+        if shutil.which("dockerd") and shutil.which("docker"):
+            return
+        if shutil.which("apt-get") is None:
+            raise ConformanceError(f"no dockerd on PATH and no apt-get: {_DOCKER_INSTALL_HINT}")
+        with step("installing docker.io from Debian's repositories"):
+            env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+            for args in (
+                ["apt-get", "update", "-q"],
+                ["apt-get", "install", "-y", "-q", "docker.io"],
+            ):
+                result = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+                if result.returncode != 0:
+                    tail = "\n".join(result.stderr.splitlines()[-5:])
+                    raise ConformanceError(f"{' '.join(args)} failed: {tail}")
+
+    def _start(self) -> None:
+        args = ["dockerd"]
+        if lacks_sys_resource():
+            real_runc = shutil.which("runc")
+            if real_runc is None:
+                raise ConformanceError("dockerd is installed but runc is not: apt-get install runc")
+            shim = write_shim(real_runc)
+            args += ["--add-runtime", f"{RUNTIME_NAME}={shim}", "--default-runtime", RUNTIME_NAME]
+            say(f"this host withholds {_CAP_NAME}: dockerd runs containers through {shim}")
+        log = self.run_dir / "dockerd.log"
+        self.process = HostProcess("dockerd", args, log, owner=self.owner).start()
+        with step("starting dockerd"):
+            try:
+                wait_for("dockerd to answer", daemon_answers, timeout=60, interval=0.5)
+            except WaitTimeout:
+                raise ConformanceError(
+                    f"dockerd did not answer within 60 s; log {log}:\n{self.process.log_tail(15)}"
+                ) from None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None

@@ -1,0 +1,163 @@
+"""Which images a kind cluster needs, under which names, and how each is built locally.
+
+Names: the images kubeadm pulls keep the names it asks for (the node's
+containerd already holds them, so nothing is pulled); the harness's own images
+(controllers, node) live under `tjc.local/`, a name no registry serves, and
+the manifests are pointed at them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainjob_conformance.cluster.hold import HOLD_IMAGE
+from trainjob_conformance.cluster.kind.images import node, simple, store
+from trainjob_conformance.cluster.kind.versions import DEBIAN_SUITE, NODE_TOOLS
+
+LOCAL = node.LOCAL
+# kubeadm's tags for the images it does not build from its own version (v1.36).
+PAUSE_TAGS = ("registry.k8s.io/pause:3.10.2", "registry.k8s.io/pause:3.10")
+CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# The binary inside each controller image; the Deployments run /manager (or the
+# image's entrypoint, which is the same path).
+CONTROLLER_BINARIES = {
+    "jobset": "jobset-controller-manager",
+    "kueue": "kueue",
+    "trainer": "trainer-controller-manager",
+    "training-operator": "training-operator",
+}
+RUNTIME_FILES = (
+    "containerd", "ctr", "containerd-shim-runc-v2", "runc", "crictl",
+    "host-local", "loopback", "ptp", "portmap",
+)  # fmt: skip
+
+
+# The releases' repository paths, kept under the local host: `existing`
+# (cluster/introspect.py) recognises a controller and its version by that path
+# and tag, so a kind cluster with local images reads like one with releases.
+RELEASE_PATHS = {
+    "jobset": "jobset/jobset",
+    "kueue": "kueue/kueue",
+    "trainer": "kubeflow/trainer/trainer-controller-manager",
+    "training-operator": "kubeflow/training-operator",
+}
+
+
+def controller_image(component: str, version: str) -> str:
+    return f"{LOCAL}/{RELEASE_PATHS[component]}:{version}"
+
+
+def etcd_image_tag(version: str) -> str:
+    return version
+
+
+@dataclass
+class BuiltImages:
+    """What ran: image name -> the image ID (a content digest) in the local daemon."""
+
+    node: str = ""
+    loaded: list[str] = field(default_factory=list)
+    digests: dict[str, str] = field(default_factory=dict)
+
+
+def kubeadm_images(
+    versions: dict[str, str], binaries: dict[str, Path]
+) -> dict[str, tuple[str, object]]:
+    """Image name -> (cache key, builder) for every image kubeadm and the node run."""
+    k8s = versions["kubernetes"]
+    plan: dict[str, tuple[str, object]] = {}
+    for binary in CONTROL_PLANE:
+        plan[f"registry.k8s.io/{binary}:{k8s}"] = (
+            f"{binary}-{k8s}",
+            lambda b=binary, n=f"registry.k8s.io/{binary}:{k8s}": simple.build_binary_image(
+                n, binaries[b], f"/usr/local/bin/{b}"
+            ),
+        )
+    etcd = f"registry.k8s.io/etcd:{etcd_image_tag(versions['etcd'])}"
+    plan[etcd] = (
+        f"etcd-{versions['etcd']}",
+        lambda: simple.build_binary_image(etcd, binaries["etcd"], "/usr/local/bin/etcd"),
+    )
+    coredns = f"registry.k8s.io/coredns/coredns:{NODE_TOOLS['coredns']}"
+    plan[coredns] = (
+        f"coredns-{NODE_TOOLS['coredns']}",
+        lambda: simple.build_binary_image(coredns, binaries["coredns"], "/coredns"),
+    )
+    return plan
+
+
+def ensure_kubeadm_images(
+    versions: dict[str, str], binaries: dict[str, Path], base: str
+) -> BuiltImages:
+    built = BuiltImages()
+    for name, (key, build) in kubeadm_images(versions, binaries).items():
+        built.digests[name] = store.ensure(name, build, key=key)  # type: ignore[arg-type]
+    pause = PAUSE_TAGS[0]
+    built.digests[pause] = store.ensure(pause, lambda: simple.build_pause(pause), key="pause-tjc-1")
+    for alias in PAUSE_TAGS[1:]:
+        store.docker("tag", pause, alias, what="tag pause")
+        built.digests[alias] = built.digests[pause]
+    proxy = f"registry.k8s.io/kube-proxy:{versions['kubernetes']}"
+    built.digests[proxy] = store.ensure(
+        proxy, lambda: build_kube_proxy(proxy, base, binaries["kube-proxy"]),
+        key=f"kube-proxy-{versions['kubernetes']}-{base.replace('/', '_')}",
+    )  # fmt: skip
+    return built
+
+
+def build_kube_proxy(image: str, base: str, binary: Path) -> None:
+    """kube-proxy needs iptables: the node's own Debian base, iptables set to legacy as
+    kind's node entrypoint chooses on hosts whose rules are legacy."""
+    context = store.fresh_context(image)
+    store.add_file(context, binary, "kube-proxy")
+    dockerfile = (
+        f"FROM {base}\n"
+        "COPY kube-proxy /usr/local/bin/kube-proxy\n"
+        "RUN update-alternatives --set iptables /usr/sbin/iptables-legacy"
+        " && update-alternatives --set ip6tables /usr/sbin/ip6tables-legacy\n"
+        "STOPSIGNAL SIGTERM\n"
+        'ENTRYPOINT ["/usr/local/bin/kube-proxy"]\n'
+    )
+    store.build_from_context(image, context, dockerfile)
+
+
+def ensure_controller_images(versions: dict[str, str], binaries: dict[str, Path]) -> dict[str, str]:
+    """Component -> image name, each built FROM scratch around the harness's binary."""
+    images = {}
+    for component, binary in CONTROLLER_BINARIES.items():
+        if component not in versions or binary not in binaries:
+            continue
+        name = controller_image(component, versions[component])
+        store.ensure(
+            name,
+            lambda n=name, b=binaries[binary]: simple.build_binary_image(
+                n, b, "/manager", simple.NONROOT
+            ),
+            key=f"{component}-{versions[component]}-{RELEASE_PATHS[component].replace('/', '_')}",
+        )
+        images[component] = name
+    return images
+
+
+def ensure_hold_image() -> str:
+    version = simple.busybox_version()
+    return store.ensure(
+        HOLD_IMAGE, lambda: simple.build_busybox(HOLD_IMAGE), key=f"busybox-{version}"
+    )
+
+
+def ensure_node(
+    versions: dict[str, str], binaries: dict[str, Path], kind_source: Path
+) -> BuiltImages:
+    """The base, the kubeadm images and the node image, each cached by its versions."""
+    runtime = {name: binaries[name] for name in RUNTIME_FILES}
+    tools = "-".join(f"{k}{v}" for k, v in sorted(NODE_TOOLS.items()) if k not in ("coredns",))
+    base = node.base_image(kind_source, DEBIAN_SUITE, runtime, f"{DEBIAN_SUITE}-{tools}")
+    built = ensure_kubeadm_images(versions, binaries, base)
+    preload = sorted(built.digests)
+    k8s = versions["kubernetes"]
+    tag = f"{k8s}-etcd{versions['etcd']}-{tools}"
+    built.node = node.node_image(base, k8s, binaries, preload, tag)
+    built.digests[built.node] = store.image_id(built.node)
+    return built

@@ -1,0 +1,124 @@
+"""kind clusters a run created: recorded in its run directory, removed by the next run if
+the owner died (SIGKILL), and identified by Docker labels, never by a name alone.
+
+A record names the cluster, its kubeconfig, the owner process (pid and start
+time) and whether this run created kind's "kind" Docker network (which a
+user's own clusters may share: it is removed only when this harness created it
+and no container uses it any more).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from trainjob_conformance.lifecycle.ledger import ProcessIdentity, start_ticks
+from trainjob_conformance.progress import say
+
+RECORD_FILE = "kind-cluster.json"
+CLUSTER_LABEL = "io.x-k8s.kind.cluster"
+# Every node container made from the harness's node image carries this image label.
+from trainjob_conformance.cluster.kind.images.node import NODE_IMAGE_LABEL  # noqa: E402
+
+KIND_NETWORK = "kind"
+
+
+@dataclass
+class ClusterRecord:
+    name: str
+    kubeconfig: str
+    kind_bin: str
+    owner_pid: int
+    owner_ticks: int
+    created_network: bool = False
+    state: str = "running"  # running | deleted | detached
+
+    def write(self, run_dir: Path) -> None:
+        path = run_dir / RECORD_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(json.dumps(asdict(self)))
+        os.replace(partial, path)
+
+    @classmethod
+    def read(cls, path: Path) -> ClusterRecord | None:
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def owner_alive(self) -> bool:
+        identity = ProcessIdentity(self.owner_pid, self.owner_ticks, "owner")
+        return identity.is_alive()
+
+
+def new_record(name: str, kubeconfig: Path, kind_bin: Path, created_network: bool) -> ClusterRecord:
+    pid = os.getpid()
+    return ClusterRecord(
+        name, str(kubeconfig), str(kind_bin), pid, start_ticks(pid) or 0, created_network
+    )
+
+
+def node_containers(name: str, harness_only: bool = True) -> list[str]:
+    """IDs of the cluster's node containers (with the harness's image label, by default)."""
+    args = ["docker", "ps", "-aq", "--filter", f"label={CLUSTER_LABEL}={name}"]
+    if harness_only:
+        args += ["--filter", f"label={NODE_IMAGE_LABEL}"]
+    result = subprocess.run(args, capture_output=True, text=True, check=False)
+    return result.stdout.split() if result.returncode == 0 else []
+
+
+def network_exists() -> bool:
+    return (
+        subprocess.run(
+            ["docker", "network", "inspect", KIND_NETWORK], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+
+
+def _network_in_use() -> bool:
+    result = subprocess.run(
+        ["docker", "network", "inspect", "--format", "{{len .Containers}}", KIND_NETWORK],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.returncode != 0 or result.stdout.strip() not in ("", "0")
+
+
+def delete(record: ClusterRecord, run_dir: Path) -> None:
+    """Delete the recorded cluster (kubeconfig named: kind never edits ~/.kube/config)."""
+    if node_containers(record.name, harness_only=False):
+        subprocess.run(
+            [record.kind_bin, "delete", "cluster", "--name", record.name,
+             "--kubeconfig", record.kubeconfig],
+            capture_output=True, check=False,
+        )  # fmt: skip
+    if record.created_network and network_exists() and not _network_in_use():
+        subprocess.run(["docker", "network", "rm", KIND_NETWORK], capture_output=True, check=False)
+    with contextlib.suppress(OSError):
+        Path(record.kubeconfig).unlink(missing_ok=True)
+    record.state = "deleted"
+    record.write(run_dir)
+
+
+def reclaim_abandoned(runs_root: Path) -> None:
+    """Delete the clusters of runs whose owner died without deleting or keeping them.
+
+    Only clusters whose node containers carry both kind's cluster label with
+    the recorded name and the harness's node-image label are touched.
+    """
+    if not runs_root.is_dir():
+        return
+    for path in sorted(runs_root.glob(f"*/{RECORD_FILE}")):
+        record = ClusterRecord.read(path)
+        if record is None or record.state != "running" or record.owner_alive():
+            continue
+        if node_containers(record.name) or not node_containers(record.name, harness_only=False):
+            say(f"removing kind cluster {record.name}, left by a dead run in {path.parent}")
+            delete(record, path.parent)

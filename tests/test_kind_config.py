@@ -1,0 +1,29 @@
+"""The kind cluster configuration the provider writes for what it read of the host."""
+
+from __future__ import annotations
+
+from trainjob_conformance.cluster.kind import config
+
+V1 = "cgroup /sys/fs/cgroup tmpfs rw 0 0\ncgroup /sys/fs/cgroup/cpu cgroup rw 0 0\n"
+V2 = "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n"
+
+
+def test_cgroup_version_from_mounts() -> None:
+    assert config.cgroup_v1(V1)
+    assert not config.cgroup_v1(V2)
+
+
+def test_cgroup_v1_and_missing_capability_become_patches() -> None:
+    cfg = config.cluster_config("tjc.local/kind-node:x", "run1", True, True, "v3.6.16")
+    assert cfg["networking"]["apiServerAddress"] == "127.0.0.1"
+    assert cfg["nodes"][0]["labels"] == {config.HARNESS_LABEL: "run1"}
+    patches = "\n".join(cfg["kubeadmConfigPatches"])
+    assert "failCgroupV1: false" in patches
+    assert "imageTag: v3.6.16" in patches
+    assert "restrict_oom_score_adj = true" in cfg["containerdConfigPatches"][0]
+
+
+def test_an_ordinary_host_gets_only_the_short_kubelet_sync() -> None:
+    cfg = config.cluster_config("kindest/node:v1.36.3", "run1", False, False, None)
+    assert cfg["kubeadmConfigPatches"] == ["kind: KubeletConfiguration\nsyncFrequency: 5s\n"]
+    assert "containerdConfigPatches" not in cfg

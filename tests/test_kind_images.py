@@ -1,0 +1,113 @@
+"""Pure logic of the kind images: the base recipe's parsing, the capability shim, names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from trainjob_conformance.cluster.kind import docker
+from trainjob_conformance.cluster.kind.images import base_recipe, catalog
+
+RECIPE = """\
+# a comment
+ARG BASE_IMAGE=debian:trixie-slim
+FROM $BASE_IMAGE AS base
+COPY --chmod=0755 files/usr/local/bin/* /usr/local/bin/
+COPY --chmod=0644 files/LICENSES/* /LICENSES/*
+COPY --chmod=0644 files/etc/* /etc/
+RUN echo installing \\
+    && DEBIAN_FRONTEND=noninteractive clean-install \\
+      systemd iptables \\
+      bash \\
+    && ln -s /usr/lib/systemd/systemd /sbin/init
+
+FROM base AS go-build
+RUN make things
+
+FROM go-build AS build-runc
+RUN make runc
+
+FROM base AS build
+COPY --from=build-runc /runc/runc /usr/local/sbin/runc
+RUN runc --version
+COPY --from=build-runc /_LICENSES/* /LICENSES/
+COPY --from=build-fuse /x/bin/fuse-thing /usr/local/bin/
+
+FROM scratch
+COPY --from=build / /
+ENV container=docker
+STOPSIGNAL SIGRTMIN+3
+ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]
+"""
+
+
+def test_stages_and_packages() -> None:
+    stages = base_recipe.stages(RECIPE)
+    assert set(stages) == {"base", "go-build", "build-runc", "build", "final"}
+    assert base_recipe.packages(RECIPE) == ["systemd", "iptables", "bash"]
+    assert base_recipe.copy_modes(stages["base"]) == [
+        ("files/usr/local/bin/*", 0o755),
+        ("files/LICENSES/*", 0o644),
+        ("files/etc/*", 0o644),
+    ]
+
+
+def test_local_dockerfile_swaps_clone_stages_for_local_binaries() -> None:
+    text = base_recipe.local_dockerfile(RECIPE, "tjc.local/debian:trixie", {"runc": "bin/runc"})
+    lines = text.splitlines()
+    assert lines[0] == "FROM tjc.local/debian:trixie"
+    assert "COPY files/usr/local/bin/* /usr/local/bin/" in lines
+    assert not any("--chmod" in line or "LICENSES" in line for line in lines)
+    assert "COPY bin/runc /usr/local/sbin/runc" in lines
+    assert not any("fuse-thing" in line for line in lines)
+    assert lines[-1] == 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]'
+    assert "STOPSIGNAL SIGRTMIN+3" in lines
+
+
+def _status(capbnd: str) -> str:
+    return f"Name:\tx\nCapBnd:\t{capbnd}\nCapAmb:\t0\n"
+
+
+def test_capability_detection() -> None:
+    assert docker.lacks_sys_resource(_status("000001fffeffffff"))
+    assert not docker.lacks_sys_resource(_status("000001ffffffffff"))
+
+
+def test_shim_drops_sys_resource_from_bundle_and_process(tmp_path: Path) -> None:
+    caps = ["CAP_CHOWN", "CAP_SYS_RESOURCE", "CAP_SYS_ADMIN"]
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "config.json").write_text(
+        json.dumps({"process": {"capabilities": {"bounding": caps, "effective": caps}}})
+    )
+    process = tmp_path / "process.json"
+    process.write_text(json.dumps({"capabilities": {"permitted": caps}}))
+    # The "real runc" records its arguments, so the exec is checked too.
+    fake_runc = tmp_path / "runc"
+    fake_runc.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/args\n')
+    fake_runc.chmod(0o755)
+    shim = tmp_path / "shim"
+    shim.write_text(docker.shim_source(str(fake_runc), sys.executable))
+    shim.chmod(0o755)
+    subprocess.run([str(shim), "create", "--bundle", str(bundle), "id1"], check=True)
+    subprocess.run([str(shim), "exec", "--process", str(process), "id1"], check=True)
+    spec = json.loads((bundle / "config.json").read_text())
+    assert spec["process"]["capabilities"]["bounding"] == ["CAP_CHOWN", "CAP_SYS_ADMIN"]
+    assert json.loads(process.read_text())["capabilities"]["permitted"] == [
+        "CAP_CHOWN",
+        "CAP_SYS_ADMIN",
+    ]
+    assert (tmp_path / "args").read_text().split() == ["exec", "--process", str(process), "id1"]
+
+
+def test_local_names_never_name_a_registry() -> None:
+    assert catalog.controller_image("kueue", "v0.19.2") == "tjc.local/kueue/kueue:v0.19.2"
+
+
+def test_local_controller_images_are_recognised_by_existing() -> None:
+    from trainjob_conformance.cluster.introspect import CONTROLLER_IMAGES
+
+    for component, fragment in CONTROLLER_IMAGES.items():
+        assert fragment in catalog.controller_image(component, "v1.0.0")
