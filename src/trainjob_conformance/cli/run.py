@@ -39,6 +39,13 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
         help="where to run (default: %(default)s)",
     )
     p.add_argument("--kubeconfig", help="kubeconfig of the cluster for --cluster existing")
+    p.add_argument(
+        "--image-source",
+        choices=["local", "upstream"],
+        default="local",
+        help="--cluster kind: images built here from pinned sources (local) or the release "
+        "images the manifests name, pulled from their registries (upstream) (default: %(default)s)",
+    )
     add_workers(p, "parallel pytest-xdist workers; 0 runs serially (default: %(default)s)")
     p.add_argument(
         "--report",
@@ -106,6 +113,8 @@ def pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
     ]
     if args.kubeconfig:
         command.append(f"--trainjob-kubeconfig={Path(args.kubeconfig).resolve()}")
+    if args.cluster == "kind":
+        command.append(f"--trainjob-image-source={args.image_source}")
     command += [f"--trainjob-pack={Path(pack).resolve()}" for pack in args.pack]
     if args.report:
         report = Path(args.report).resolve()

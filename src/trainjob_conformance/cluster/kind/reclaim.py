@@ -16,14 +16,13 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from trainjob_conformance.lifecycle.ledger import ProcessIdentity, start_ticks
+from trainjob_conformance.cluster.kind.images.node import NODE_IMAGE_LABEL
+from trainjob_conformance.lifecycle.ledger import ProcessIdentity, start_time
 from trainjob_conformance.progress import say
 
 RECORD_FILE = "kind-cluster.json"
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"
-# Every node container made from the harness's node image carries this image label.
-from trainjob_conformance.cluster.kind.images.node import NODE_IMAGE_LABEL  # noqa: E402
-
+# Every node container made from the harness's node image carries NODE_IMAGE_LABEL.
 KIND_NETWORK = "kind"
 
 
@@ -33,7 +32,7 @@ class ClusterRecord:
     kubeconfig: str
     kind_bin: str
     owner_pid: int
-    owner_ticks: int
+    owner_start: float
     created_network: bool = False
     state: str = "running"  # running | deleted | detached
 
@@ -52,14 +51,14 @@ class ClusterRecord:
             return None
 
     def owner_alive(self) -> bool:
-        identity = ProcessIdentity(self.owner_pid, self.owner_ticks, "owner")
+        identity = ProcessIdentity(self.owner_pid, self.owner_start, "owner")
         return identity.is_alive()
 
 
 def new_record(name: str, kubeconfig: Path, kind_bin: Path, created_network: bool) -> ClusterRecord:
     pid = os.getpid()
     return ClusterRecord(
-        name, str(kubeconfig), str(kind_bin), pid, start_ticks(pid) or 0, created_network
+        name, str(kubeconfig), str(kind_bin), pid, start_time(pid) or 0.0, created_network
     )
 
 
