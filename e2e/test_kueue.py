@@ -13,11 +13,13 @@ from trainjob_conformance.kube.kinds import (
     CLUSTER_QUEUE,
     JOBSET,
     NODE,
+    POD,
     TRAINJOB,
     WORKLOAD,
 )
 from trainjob_conformance.kube.kubeconfig import flattened
 from trainjob_conformance.kube.waits import NotYet
+from trainjob_conformance.policies.history import replay, resource_version, versions_where
 from trainjob_conformance.policies.jobs import job_pod_spec, replicated_job_of, wait_jobs
 from trainjob_conformance.policies.pods import (
     gate_names,
@@ -28,7 +30,7 @@ from trainjob_conformance.policies.pods import (
     watch_pods,
 )
 from trainjob_conformance.policies.trainjobs import kueue_pod_template_patch
-from trainjob_conformance.policies.view import condition
+from trainjob_conformance.policies.view import JOBSET_NAME_LABEL, condition
 from trainjob_conformance.policies.workloads import (
     TOPOLOGY_GATE,
     wait_admitted,
@@ -128,9 +130,23 @@ def test_trainjob_beyond_quota_waits_suspended_without_pods(
 ):
     view = trainjob_view
     queue = kueue_queue(cpu="4")
+    # Judged over the whole window, not only at its end: Kueue suspending the
+    # TrainJob again after it ran would leave the same end state.
+    trainjobs_since = resource_version(view, TRAINJOB)
+    pods_since = resource_version(view, POD)
 
     pending = fill_the_quota(view, training_runtime(hold=True), queue)
 
+    stored = replay(view, TRAINJOB, trainjobs_since, field_selector="metadata.name=second")
+    assert stored, "the API server replayed no version of TrainJob second"
+    unsuspended = versions_where(
+        stored, "spec.suspend is not true", lambda t: t["spec"].get("suspend") is not True
+    )
+    assert unsuspended == [], "TrainJob second was stored unsuspended while beyond the quota"
+    pods = replay(view, POD, pods_since, label_selector=f"{JOBSET_NAME_LABEL}=second")
+    created = versions_where(pods, "a Pod of TrainJob second", lambda pod: True)
+    assert created == [], "Pods of TrainJob second existed while it waited for quota"
+    # And where it ended.
     assert condition(pending, "Admitted").get("status") != "True"
     assert view.get(TRAINJOB, "second")["spec"]["suspend"] is True
     assert pods_of(view, "second") == []

@@ -1,0 +1,73 @@
+"""Everything that happened to some objects during a test, as the API server replays it.
+
+A policy that says something never happens ("waits suspended", "without Pods")
+is judged on every version the API server stored since a point taken before
+the test acted, not on the end state alone: an object that was unsuspended and
+suspended again, or a Pod created and deleted, shows up here.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+from trainjob_conformance.kube.errors import ApiError
+from trainjob_conformance.kube.kinds import POD, TRAINJOB, Kind
+from trainjob_conformance.policies.view import TrainJobView
+
+# The collections a replay can read, by kind (namespaced).
+_COLLECTIONS = {
+    POD: "/api/v1/namespaces/{namespace}/pods",
+    TRAINJOB: "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs",
+}
+# How long the replay's watch stays open: the stored versions since `since`
+# arrive at once; this only bounds the wait for the server to close it.
+_REPLAY_SECONDS = 2
+
+
+def resource_version(view: TrainJobView, kind: Kind) -> str:
+    """A point in the namespace's history to replay `kind` from, taken before acting."""
+    listed = view.kube.list_object(*kind, namespace=view.namespace)
+    return str(listed["metadata"]["resourceVersion"])
+
+
+def replay(
+    view: TrainJobView,
+    kind: Kind,
+    since: str,
+    label_selector: str = "",
+    field_selector: str = "",
+) -> list[dict[str, Any]]:
+    """Every stored version of the matching objects since `since`, oldest first,
+    each as a watch event {"type": ADDED|MODIFIED|DELETED, "object": {...}}."""
+    query = {"resourceVersion": since}
+    if label_selector:
+        query["labelSelector"] = label_selector
+    if field_selector:
+        query["fieldSelector"] = field_selector
+    path = _COLLECTIONS[kind].format(namespace=view.namespace)
+    events = []
+    for event in view.kube.raw_watch(f"{path}?{urllib.parse.urlencode(query)}", _REPLAY_SECONDS):
+        if event.get("type") == "ERROR":
+            status = event.get("object") or {}
+            raise ApiError(
+                int(status.get("code") or 0),
+                str(status.get("reason") or "Error"),
+                str(status.get("message") or status),
+            )
+        if event.get("type") != "BOOKMARK":
+            events.append(event)
+    return events
+
+
+def versions_where(events: list[dict[str, Any]], description: str, matches: Any) -> list[str]:
+    """One line per stored version for which `matches(object)` holds, naming it."""
+    found = []
+    for event in events:
+        metadata = event["object"]["metadata"]
+        if matches(event["object"]):
+            found.append(
+                f"{event['type']} {metadata['name']} at resourceVersion "
+                f"{metadata['resourceVersion']}: {description}"
+            )
+    return found
