@@ -16,6 +16,8 @@ its own sources here, so that line is left out.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -127,7 +129,12 @@ def kind_install_steps(
         / "-".join(f"{key}{versions[key]}" for key in ("jobset", "kueue", "trainer"))
     )
     if local is not None:
-        workdir = workdir.with_name(workdir.name + "-local")
+        # Keyed by the image names too: manifests built for other local names
+        # (an older harness's) would point the controllers at images never loaded.
+        names = json.dumps(sorted(local.items())).encode()
+        workdir = workdir.with_name(
+            f"{workdir.name}-local-{hashlib.sha256(names).hexdigest()[:12]}"
+        )
     jobset, kueue, trainer = (module_source(k, versions[k]) for k in ("jobset", "kueue", "trainer"))
     plan = [
         (

@@ -129,9 +129,34 @@ class KindStackCluster:
             check=False,
         )
         if result.returncode != 0:
+            seen = self._what_was_seen(kubectl, args)
             raise ConformanceError(
-                f"kubectl {' '.join(args)} failed: {(result.stderr or result.stdout).strip()}"
+                f"kubectl {' '.join(args)} failed: {(result.stderr or result.stdout).strip()}{seen}"
             )
+
+    def _what_was_seen(self, kubectl: Path, args: tuple[str, ...]) -> str:
+        """For a failed wait in a namespace: its Pods and events go to a file, and the
+        newest warning (the cluster's own words) into the one-line error."""
+        if "-n" not in args:
+            return ""
+        namespace = args[args.index("-n") + 1]
+        base = [str(kubectl), "--kubeconfig", str(self.kubeconfig), "-n", namespace]
+        outputs = [
+            subprocess.run(
+                [*base, *query], capture_output=True, text=True, check=False, timeout=30
+            ).stdout
+            for query in (
+                ["get", "pods", "-o", "wide"],
+                ["get", "events", "--sort-by=.lastTimestamp"],
+                ["get", "events", "--field-selector=type=Warning", "--sort-by=.lastTimestamp",
+                 "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"],
+            )
+        ]  # fmt: skip
+        path = self.run_dir / "startup-error.txt"
+        path.write_text(f"Pods in {namespace}:\n{outputs[0]}\nEvents:\n{outputs[1]}")
+        warnings = [line for line in outputs[2].splitlines() if line.strip()]
+        last = f"; last warning in {namespace}: {warnings[-1]}" if warnings else ""
+        return f"{last} (Pods and events: {path})"
 
     def _timed(self, key: str, started: float) -> None:
         self.timings[key] = round(time.monotonic() - started, 1)
