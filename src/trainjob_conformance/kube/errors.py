@@ -123,3 +123,15 @@ def _root_cause(error: BaseException) -> str:
     while getattr(error, "reason", None) is not None and isinstance(error.reason, BaseException):  # type: ignore[attr-defined]
         error = error.reason  # type: ignore[attr-defined]
     return str(error).rsplit(": ", 1)[-1] if ": " in str(error) else str(error)
+
+
+def watch_error(event: dict[str, Any]) -> ApiError | None:
+    """The ApiError a watch's ERROR event carries (a Status object), else None."""
+    if event.get("type") != "ERROR":
+        return None
+    status = event.get("object") or {}
+    return ApiError(
+        int(status.get("code") or 0),
+        str(status.get("reason") or "Error"),
+        str(status.get("message") or status),
+    )

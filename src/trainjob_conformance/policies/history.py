@@ -11,7 +11,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from trainjob_conformance.kube.errors import ApiError
+from trainjob_conformance.kube.errors import watch_error
 from trainjob_conformance.kube.kinds import POD, TRAINJOB, Kind
 from trainjob_conformance.policies.view import TrainJobView
 
@@ -48,13 +48,9 @@ def replay(
     path = _COLLECTIONS[kind].format(namespace=view.namespace)
     events = []
     for event in view.kube.raw_watch(f"{path}?{urllib.parse.urlencode(query)}", _REPLAY_SECONDS):
-        if event.get("type") == "ERROR":
-            status = event.get("object") or {}
-            raise ApiError(
-                int(status.get("code") or 0),
-                str(status.get("reason") or "Error"),
-                str(status.get("message") or status),
-            )
+        error = watch_error(event)
+        if error is not None:
+            raise error
         if event.get("type") != "BOOKMARK":
             events.append(event)
     return events

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainjob_conformance.cluster.hold import HOLD_ANNOTATION
-from trainjob_conformance.kube.errors import ApiError, NotFound
+from trainjob_conformance.kube.errors import NotFound, watch_error
 from trainjob_conformance.kube.kinds import POD
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout
 from trainjob_conformance.policies.jobsets import wait_jobset_active
@@ -172,13 +172,9 @@ def watch_pods(
         path = f"/api/v1/namespaces/{view.namespace}/pods?{selector}&resourceVersion={since}"
         # Short rounds, so a broken stack ends the watch early.
         for event in view.kube.raw_watch(path, max(1, min(_WATCH_ROUND_SECONDS, int(remaining)))):
-            if event.get("type") == "ERROR":
-                status = event.get("object") or {}
-                raise ApiError(
-                    int(status.get("code") or 0),
-                    str(status.get("reason") or "Error"),
-                    str(status.get("message") or status),
-                )
+            error = watch_error(event)
+            if error is not None:
+                raise error
             pod = event["object"]
             since = pod["metadata"]["resourceVersion"]
             history.setdefault(pod["metadata"]["name"], []).append(pod)
