@@ -12,7 +12,7 @@ from pathlib import Path
 
 from trainjob_conformance.lifecycle.interrupts import (
     Terminated,
-    die_with_parent,
+    interruptible_child,
     stop_orphaned_group,
 )
 
@@ -44,7 +44,7 @@ def run_child(command: list[str], own_group: bool = False) -> int:
     stays in the terminal's group, so that --pdb can read the terminal.
     """
     child = subprocess.Popen(
-        command, preexec_fn=die_with_parent, process_group=0 if own_group else None
+        command, preexec_fn=interruptible_child, process_group=0 if own_group else None
     )
     try:
         code = child.wait()

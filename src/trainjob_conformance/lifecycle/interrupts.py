@@ -54,6 +54,15 @@ def die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+def interruptible_child() -> None:
+    """For `preexec_fn` of a child this process interrupts with SIGINT (pytest):
+    dies with its parent, and answers SIGINT even where this process was
+    started with it ignored (a background job of a non-interactive shell is;
+    an ignored signal is inherited across exec)."""
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def ignore_interrupts() -> dict[int, Any]:
     """From here on the process only finishes its work: Ctrl-C and SIGTERM are ignored.
 
