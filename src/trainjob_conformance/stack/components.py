@@ -57,21 +57,24 @@ class Component:
     cgo: bool = False
 
 
+def _kubernetes(key: str, *commands: str) -> Component:
+    """Binaries of k8s.io/kubernetes, built as upstream builds them (one wrapper
+    module and Go build cache for the embedded cluster's and the kind node's)."""
+    return Component(
+        key=key,
+        module="k8s.io/kubernetes",
+        binaries={command: f"k8s.io/kubernetes/cmd/{command}" for command in commands},
+        replace_version=_kubernetes_staging_version,
+        ldflags=_kubernetes_ldflags,
+        tags=("selinux", "notest"),
+    )
+
+
 COMPONENTS: dict[str, Component] = {
     component.key: component
     for component in (
-        Component(
-            key="kubernetes",
-            module="k8s.io/kubernetes",
-            binaries={
-                "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
-                "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
-                "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
-                "kubectl": "k8s.io/kubernetes/cmd/kubectl",
-            },
-            replace_version=_kubernetes_staging_version,
-            ldflags=_kubernetes_ldflags,
-            tags=("selinux", "notest"),
+        _kubernetes(
+            "kubernetes", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"
         ),
         Component(
             key="etcd",
@@ -125,18 +128,7 @@ KIND_COMPONENTS: dict[str, Component] = {
     component.key: component
     for component in (
         Component(key="kind", module="sigs.k8s.io/kind", binaries={"kind": "sigs.k8s.io/kind"}),
-        Component(
-            key="kubernetes-node",
-            module="k8s.io/kubernetes",
-            binaries={
-                "kubelet": "k8s.io/kubernetes/cmd/kubelet",
-                "kubeadm": "k8s.io/kubernetes/cmd/kubeadm",
-                "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
-            },
-            replace_version=_kubernetes_staging_version,
-            ldflags=_kubernetes_ldflags,
-            tags=("selinux", "notest"),
-        ),
+        _kubernetes("kubernetes-node", "kubelet", "kubeadm", "kube-proxy"),
         Component(
             key="containerd",
             module="github.com/containerd/containerd/v2",
