@@ -6,6 +6,7 @@ import pytest
 
 from trainjob_conformance.kube.kinds import POD
 from trainjob_conformance.policies.admission import rejection_of
+from trainjob_conformance.policies.history import resource_version, stored_while
 from trainjob_conformance.policies.pods import (
     gate_names,
     patch_pod,
@@ -15,6 +16,7 @@ from trainjob_conformance.policies.pods import (
 )
 from trainjob_conformance.policies.trainjobs import EXAMPLE_GATES as GATES
 from trainjob_conformance.policies.trainjobs import patch_trainjob, submit_gated
+from trainjob_conformance.policies.view import JOBSET_NAME_LABEL
 
 ADDED_GATE = "example.com/added-late"
 
@@ -46,6 +48,7 @@ def test_trainer_webhook_rejects_adding_a_gate_to_a_running_trainjob(
 ):
     view = trainjob_view
     runtime = training_runtime(hold=True)
+    since = resource_version(view, POD)
     view.create_trainjob("running", runtime=runtime, num_nodes=2)
     wait_running(view, "running", 2)
     with_gate = trainjob_templates.override_fields(
@@ -57,6 +60,15 @@ def test_trainer_webhook_rejects_adding_a_gate_to_a_running_trainjob(
     assert refused.status == 403, refused
     assert 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied' in refused.message
     assert trainjob_policy.expected("forbidden_message") in refused.message, refused
+    gated = stored_while(
+        view,
+        POD,
+        since,
+        f"carries {ADDED_GATE}",
+        lambda pod: ADDED_GATE in gate_names(pod["spec"]),
+        label_selector=f"{JOBSET_NAME_LABEL}=running",
+    )
+    assert gated == [], f"a Pod of the running TrainJob got the refused gate: {gated}"
     for pod in pods_of(view, "running"):
         assert gate_names(pod["spec"]) == [], pod["metadata"]["name"]
 

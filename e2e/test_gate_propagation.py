@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from trainjob_conformance.kube.kinds import JOBSET
+from trainjob_conformance.kube.kinds import JOBSET, POD
+from trainjob_conformance.policies.history import replay, resource_version, versions_where
 from trainjob_conformance.policies.jobs import job_pod_spec, jobs_of, replicated_job_of
 from trainjob_conformance.policies.jobsets import jobset_pod_spec
 from trainjob_conformance.policies.pods import gate_names, wait_pods, wait_scheduling_gated
 from trainjob_conformance.policies.trainjobs import EXAMPLE_GATES as GATES
 from trainjob_conformance.policies.trainjobs import submit_gated
+from trainjob_conformance.policies.view import JOBSET_NAME_LABEL
 
 
 @pytest.mark.policy("TJ-GATE-001")
 def test_scheduling_gates_propagate_to_jobset_jobs_and_pods(trainjob_view, training_runtime):
     view = trainjob_view
     runtime = training_runtime()
+    since = resource_version(view, POD)
     submit_gated(view, "gated", runtime, GATES)
 
     jobset = view.wait("JobSet gated", lambda: view.find(JOBSET, "gated"))
@@ -31,6 +34,17 @@ def test_scheduling_gates_propagate_to_jobset_jobs_and_pods(trainjob_view, train
         assert gate_names(pod["spec"]) == GATES, name
         assert not pod["spec"].get("nodeName"), f"{name} was bound despite its gates"
         assert pod["status"]["phase"] == "Pending", name
+    # Over the whole window: each Pod carried the gates from its first stored
+    # version, and no version of it was ever bound.
+    history = replay(view, POD, since, label_selector=f"{JOBSET_NAME_LABEL}=gated")
+    created = [e for e in history if e["type"] == "ADDED"]
+    assert len(created) == 2, f"{len(created)} Pods were created, not 2"
+    ungated = versions_where(
+        created, f"created without {GATES}", lambda pod: gate_names(pod["spec"]) != GATES
+    )
+    assert ungated == [], f"Pods were created without their gates: {ungated}"
+    bound = versions_where(history, "bound to a node", lambda pod: pod["spec"].get("nodeName"))
+    assert bound == [], f"Pods were bound despite their gates: {bound}"
 
 
 @pytest.mark.policy("TJ-GATE-002")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
+from trainjob_conformance.kube.kinds import JOBSET, POD, TRAINJOB
 from trainjob_conformance.policies.admission import (
     accepted_within,
     admission_answer,
     lasting_rejection,
     rejection_of,
 )
+from trainjob_conformance.policies.history import named, resource_version, stored_while
 from trainjob_conformance.policies.jobs import job_pod_spec, jobs_of, wait_jobs_count_terminating
 from trainjob_conformance.policies.jobsets import (
     active_by_replicated_job,
@@ -28,6 +29,7 @@ from trainjob_conformance.policies.pods import (
     wait_terminating,
 )
 from trainjob_conformance.policies.trainjobs import patch_trainjob
+from trainjob_conformance.policies.view import JOBSET_NAME_LABEL
 
 # A nodeSelector no node needs to carry: these policies judge what reaches the
 # JobSet and the Pods' specs, not where the Pods land.
@@ -78,6 +80,7 @@ def test_suspended_trainjob_accepts_an_override_edit_that_reaches_the_jobset(
     trainjob_view, trainjob_templates, training_runtime
 ):
     view = trainjob_view
+    since = resource_version(view, POD)
     create(view, training_runtime(), "edit", True, [BEFORE])
     jobset_shows(view, "edit", "before", [GATE_BEFORE])
 
@@ -86,6 +89,11 @@ def test_suspended_trainjob_accepts_an_override_edit_that_reaches_the_jobset(
     spec = jobset_shows(view, "edit", "after", [GATE_AFTER])
     assert spec["nodeSelector"][PLACEMENT] == "after"
     assert view.get(JOBSET, "edit")["spec"].get("suspend") is True
+    # Over the whole window: the edit of a suspended TrainJob started no Pod.
+    started = stored_while(
+        view, POD, since, "a Pod of TrainJob edit", lambda _: True, f"{JOBSET_NAME_LABEL}=edit"
+    )
+    assert started == [], f"Pods existed while TrainJob edit was suspended: {started}"
     assert pods_of(view, "edit") == []
 
 
@@ -157,6 +165,7 @@ def test_overrides_cannot_change_while_the_jobset_has_active_jobs(
     view = trainjob_view
     start_running(view, training_runtime(hold=True), "active")
     assert active_by_replicated_job(view.get(JOBSET, "active"))["node"] > 0
+    since = resource_version(view, TRAINJOB)
 
     # One request: suspended after the update (so the suspend rule passes)
     # while the JobSet still reports active Jobs.
@@ -172,6 +181,15 @@ def test_overrides_cannot_change_while_the_jobset_has_active_jobs(
     assert (
         "cannot be modified when the JobSet's ReplicatedJob node is still active" in refused.message
     )
+    suspended = stored_while(
+        view,
+        TRAINJOB,
+        since,
+        "spec.suspend is true",
+        lambda t: t["spec"].get("suspend") is True,
+        field_selector=named("active"),
+    )
+    assert suspended == [], f"the refused request was stored after all: {suspended}"
     assert view.get(TRAINJOB, "active")["spec"].get("suspend") in (None, False)
 
 

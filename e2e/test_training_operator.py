@@ -7,6 +7,7 @@ import pytest
 from trainjob_conformance.kube.kinds import POD, PYTORCHJOB, SERVICE
 from trainjob_conformance.kube.waits import NotYet
 from trainjob_conformance.policies.admission import rejection_of
+from trainjob_conformance.policies.history import named, resource_version, stored_while
 from trainjob_conformance.policies.view import condition
 
 TRAINING_OPERATOR = "kubeflow.org/training-operator"
@@ -61,7 +62,9 @@ def test_pytorchjob_without_managed_by_keeps_it_unset_and_is_reconciled(trainjob
 def test_pytorchjob_managed_by_the_training_operator_is_reconciled(trainjob_view):
     view = trainjob_view
     created = create_job(view, "own", TRAINING_OPERATOR)
-    assert managed_by(created) == TRAINING_OPERATOR
+    assert managed_by(created) == TRAINING_OPERATOR, (
+        f"managedBy {TRAINING_OPERATOR} was stored as {managed_by(created)!r}"
+    )
 
     wait_reconciled(view, "own")
 
@@ -69,14 +72,31 @@ def test_pytorchjob_managed_by_the_training_operator_is_reconciled(trainjob_view
 @pytest.mark.policy("TO-MB-003")
 def test_training_operator_leaves_a_multikueue_pytorchjob_alone(trainjob_view):
     view = trainjob_view
+    # Judged over the whole window: Pods created and deleted again would
+    # leave the same end state.
+    since = {kind: resource_version(view, kind) for kind in (POD, SERVICE, PYTORCHJOB)}
     # The external one first: once the control job has its Pods, the
     # training-operator has had every chance to act on the external one.
-    assert managed_by(create_job(view, "external", MULTIKUEUE)) == MULTIKUEUE
+    external = managed_by(create_job(view, "external", MULTIKUEUE))
+    assert external == MULTIKUEUE, f"managedBy {MULTIKUEUE} was stored as {external!r}"
     create_job(view, "control")
     wait_reconciled(view, "control")
 
-    assert children(view, POD, "external") == [], "the training-operator created Pods"
-    assert children(view, SERVICE, "external") == [], "the training-operator created Services"
+    of_external = f"{JOB_NAME_LABEL}=external"
+    for kind in (POD, SERVICE):
+        made = stored_while(
+            view, kind, since[kind], f"a {kind.kind} of external", lambda _: True, of_external
+        )
+        assert made == [], f"the training-operator created {kind.kind}s: {made}"
+    written = stored_while(
+        view,
+        PYTORCHJOB,
+        since[PYTORCHJOB],
+        "status conditions",
+        lambda job: (job.get("status") or {}).get("conditions"),
+        field_selector=named("external"),
+    )
+    assert written == [], f"the training-operator wrote status: {written}"
     status = view.get(PYTORCHJOB, "external").get("status") or {}
     assert not status.get("conditions"), f"the training-operator wrote status: {status}"
     assert not condition(view.get(PYTORCHJOB, "external"), "Created")
@@ -91,6 +111,7 @@ def patch_managed_by(view, name, value):
 @pytest.mark.policy("TO-MB-004")
 def test_managed_by_is_immutable_in_the_webhooks_words(trainjob_view, trainjob_policy):
     view = trainjob_view
+    since = resource_version(view, PYTORCHJOB)
     create_job(view, "fixed", TRAINING_OPERATOR)
     # The validator judges updates of this job: an unknown value is denied on update too.
     unknown = rejection_of(lambda: patch_managed_by(view, "fixed", "example.com/other"))
@@ -105,7 +126,15 @@ def test_managed_by_is_immutable_in_the_webhooks_words(trainjob_view, trainjob_p
             f'spec.runPolicy.managedBy: Invalid value: "{MULTIKUEUE}": field is immutable'
             in refused.message
         ), refused
-        assert managed_by(view.get(PYTORCHJOB, "fixed")) == TRAINING_OPERATOR
+        changed = stored_while(
+            view,
+            PYTORCHJOB,
+            since,
+            f"runPolicy.managedBy is not {TRAINING_OPERATOR}",
+            lambda job: managed_by(job) != TRAINING_OPERATOR,
+            field_selector=named("fixed"),
+        )
+        assert changed == [], f"PyTorchJob fixed was stored with another managedBy: {changed}"
 
 
 @pytest.mark.policy("TO-MB-005")

@@ -230,7 +230,14 @@ def test_bench_without_its_suite_is_one_line(
     """An installation that lost its suite (a broken wheel) says so before starting anything."""
     from trainjob_conformance import paths
 
-    broken = paths.Suite(tmp_path, tmp_path / "p.yaml", tmp_path / "t", tmp_path / "e2e", tmp_path)
+    broken = paths.Suite(
+        tmp_path,
+        tmp_path / "p.yaml",
+        tmp_path / "b.yaml",
+        tmp_path / "t",
+        tmp_path / "e2e",
+        tmp_path,
+    )
     monkeypatch.setattr(paths, "suite", lambda: broken)
     monkeypatch.chdir(tmp_path)
     assert main(["bench"]) == 2

@@ -28,7 +28,7 @@ LAYERS = [
     ("render",),
     ("policies",),
     ("report",),
-    ("bench", "fanout"),
+    ("bench", "fanout", "prove"),
     ("plugin",),
     ("cli",),
 ]

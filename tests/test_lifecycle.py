@@ -7,6 +7,7 @@ harness's own bookkeeping, not cluster behaviour.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,9 +44,15 @@ def _ignores_sigterm(pid: int) -> bool:
     return bool(int(ignored.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
 
 
-def sleeper(started: list[subprocess.Popen[bytes]], marker: str = "") -> subprocess.Popen[bytes]:
-    command = ["sleep", "300"] if not marker else ["sh", "-c", f"sleep 300; : {marker}"]
-    process = subprocess.Popen(command, start_new_session=True)
+def sleeper(started: list[subprocess.Popen[bytes]], inside: str = "") -> subprocess.Popen[bytes]:
+    """`sleep 300`; with `inside`, run from a copy in that directory's bin/, as kwokctl
+    runs a cluster's components."""
+    executable = "sleep"
+    if inside:
+        executable = str(Path(inside) / "bin" / "sleep")
+        Path(executable).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shutil.which("sleep") or "/bin/sleep", executable)
+    process = subprocess.Popen([executable, "300"], start_new_session=True)
     started.append(process)
     return process
 
@@ -76,7 +83,7 @@ def test_watchdog_reaps_when_the_owner_pipe_closes(
     ledger.record(identity)
     cluster_dir = tmp_path / "kwok" / "clusters" / "c1"
     ledger.record_directory(cluster_dir)
-    named = sleeper(sleepers, marker=str(cluster_dir))
+    named = sleeper(sleepers, inside=str(cluster_dir))
     watchdog = start_watchdog(ledger)
 
     assert watchdog.stdin is not None
@@ -294,3 +301,27 @@ def test_reap_stops_the_managers_before_the_control_plane_and_etcd_last(
     assert (tmp_path / "manager").exists(), "the manager was stopped after the API server"
     assert (tmp_path / "apiserver").exists(), "the API server was stopped after etcd"
     assert etcd.wait(timeout=5) == -15
+
+
+def test_processes_naming_takes_only_executables_inside_the_directory(tmp_path):
+    """A process run from the cluster's bin/ is the cluster's; one that only names a
+    file there (a pytest given its kubeconfig) is someone else's."""
+    import sys
+
+    from trainjob_conformance.lifecycle.ledger import processes_naming
+
+    binary = tmp_path / "bin" / "sleep"
+    binary.parent.mkdir()
+    shutil.copy(shutil.which("sleep"), binary)
+    inside = subprocess.Popen([str(binary), "30"])
+    naming = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)", f"--kubeconfig={tmp_path}/k.yaml"]
+    )
+    try:
+        found = {p.pid for p in processes_naming(str(tmp_path), 0, set())}
+        assert inside.pid in found
+        assert naming.pid not in found
+    finally:
+        for child in (inside, naming):
+            child.kill()
+            child.wait()

@@ -35,6 +35,7 @@ class Suite:
 
     root: Path
     catalog: Path
+    breaks: Path
     templates: Path
     tests: Path
     example_pack: Path
@@ -49,6 +50,7 @@ def _installed() -> Suite:
     return Suite(
         root,
         root / "policies.yaml",
+        root / "breaks.yaml",
         root / "templates",
         root / "e2e",
         root / "examples" / "queue-required",
@@ -60,6 +62,7 @@ def _checkout() -> Suite:
     return Suite(
         root,
         root / "fixtures" / "policies.yaml",
+        root / "fixtures" / "breaks.yaml",
         root / "templates",
         root / "e2e",
         root / "examples" / "queue-required",

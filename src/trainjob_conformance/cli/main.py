@@ -17,6 +17,7 @@ from trainjob_conformance.cli import (
     cluster,
     matrix,
     outdated,
+    prove,
     render,
     reports,
     run,
@@ -25,7 +26,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import raise_interrupt_on_termination
 
 # In the order `--help` lists them.
-COMMANDS = (build, cluster, render, run, matrix, outdated, reports, bench)
+COMMANDS = (build, cluster, render, run, matrix, prove, outdated, reports, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

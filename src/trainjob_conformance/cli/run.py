@@ -27,6 +27,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_profile(run)
     add_with(run, "the suite")
     add_cluster_options(run)
+    run.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only this policy's tests (repeatable; a pack's as PACK/ID)",
+    )
     run.set_defaults(func=run_run)
 
 
@@ -116,6 +123,7 @@ def pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
     if args.cluster == "kind":
         command.append(f"--trainjob-image-source={args.image_source}")
     command += [f"--trainjob-pack={Path(pack).resolve()}" for pack in args.pack]
+    command += [f"--trainjob-policy={policy}" for policy in getattr(args, "policy", [])]
     if args.report:
         report = Path(args.report).resolve()
         command += [f"--trainjob-report={report}", f"--junitxml={report / f'{profile}-junit.xml'}"]

@@ -102,7 +102,14 @@ class ProcessIdentity:
 
 
 def processes_naming(directory: str, since: float, exclude: set[int]) -> list[ProcessIdentity]:
-    """Processes started at or after `since` whose command line names `directory`."""
+    """Processes started at or after `since` whose executable lies in `directory`.
+
+    kwokctl runs each component from the cluster's own `bin/`. A process that
+    only names a file there (a pytest or kubectl given the cluster's
+    kubeconfig) is someone else's and is never watched or signalled: a
+    `prove` child that had finished was once reported as a dead component.
+    """
+    prefix = directory.rstrip("/") + "/"
     found = []
     for process in psutil.process_iter(["create_time", "cmdline", "status"]):
         info = process.info
@@ -111,7 +118,7 @@ def processes_naming(directory: str, since: float, exclude: set[int]) -> list[Pr
             continue
         if info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        if any(directory in argument for argument in command):
+        if command[0].startswith(prefix):
             found.append(ProcessIdentity(process.pid, started, os.path.basename(command[0])))
     return found
 

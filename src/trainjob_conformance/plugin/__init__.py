@@ -170,7 +170,10 @@ def trainjob_worker_cluster(
     from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
     from trainjob_conformance.stack.profiles import load_profile
 
-    if trainjob_cluster.provider != "embedded" or trainjob_cluster.run_dir is None:
+    # An `existing` cluster with a run directory is one an embedded `up` (or
+    # `prove`) started here: a worker beside it is as reachable as beside our own.
+    beside_embedded = trainjob_cluster.provider in ("embedded", "existing")
+    if not beside_embedded or trainjob_cluster.run_dir is None:
         pytest.skip(
             "a MultiKueue worker needs a second cluster, which only the embedded provider "
             f"can start (this run uses {trainjob_cluster.provider!r})"
@@ -195,7 +198,9 @@ def trainjob_namespace(
     see the Trainer's own answers, not those of Kueue's TrainJob webhook.
     """
     managed = request.node.get_closest_marker("kueue") is not None
-    labels = {} if managed else {KUEUE_MANAGED_LABEL: "false"}
+    labels = dict(request.config.stash[_SETTINGS_KEY].namespace_labels)
+    if not managed:
+        labels[KUEUE_MANAGED_LABEL] = "false"
     with temporary_namespace(trainjob_cluster.kube, request.node.name, labels) as name:
         yield name
 
@@ -232,6 +237,10 @@ def _states_holds(item: pytest.Item) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     policy_items = [item for item in items if item.get_closest_marker("policy")]
+    wanted = config.stash[_SETTINGS_KEY].policies
+    if wanted:
+        _select_policies(config, items, policy_items, wanted)
+        policy_items = list(items)
     if not policy_items:
         return
     try:
@@ -249,6 +258,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
         item.add_marker(pytest.mark.e2e)
         item.user_properties.append((results.POLICY, policy_id))
+
+
+def _select_policies(
+    config: pytest.Config,
+    items: list[pytest.Item],
+    policy_items: list[pytest.Item],
+    wanted: tuple[str, ...],
+) -> None:
+    """Keep only the tests of the policies --trainjob-policy names."""
+    try:
+        catalog = _catalog(config)
+    except ConformanceError as error:
+        raise pytest.UsageError(str(error)) from None
+    unknown = [policy_id for policy_id in wanted if policy_id not in catalog]
+    if unknown:
+        raise pytest.UsageError(
+            f"--trainjob-policy {', '.join(unknown)}: not in the catalog (see fixtures/policies.yaml)"
+        )
+    keep = [item for item in policy_items if _policy_id(item) in wanted]
+    dropped = [item for item in items if item not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
 
 
 @pytest.fixture

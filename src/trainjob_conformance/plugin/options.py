@@ -95,6 +95,21 @@ def add_options(parser: pytest.Parser) -> None:
         "did to this JSON file (what `trainjob-conformance bench` reads)",
     )
     group.addoption(
+        "--trainjob-policy",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only the tests of this policy (repeatable; a pack's as PACK/ID)",
+    )
+    group.addoption(
+        "--trainjob-namespace-label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label every test namespace carries (repeatable); `prove` scopes a break "
+        "to the namespaces of the tests it targets with it",
+    )
+    group.addoption(
         "--trainjob-run-dir",
         type=Path,
         default=None,
@@ -118,6 +133,8 @@ class Settings:
     report_dir: Path | None
     packs: tuple[Path, ...] = ()
     timeline: Path | None = None
+    namespace_labels: tuple[tuple[str, str], ...] = ()
+    policies: tuple[str, ...] = ()  # only these policies' tests run (empty: all)
 
     @property
     def profile(self) -> str:
@@ -172,7 +189,21 @@ def read_settings(config: pytest.Config) -> Settings:
         report_dir=Path(report).resolve() if report else None,
         packs=tuple(Path(p) for p in config.getoption("--trainjob-pack") or ()),
         timeline=timeline,
+        namespace_labels=_labels(config.getoption("--trainjob-namespace-label") or ()),
+        policies=tuple(config.getoption("--trainjob-policy") or ()),
     )
+
+
+def _labels(given: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    labels = []
+    for text in given:
+        key, equals, value = text.partition("=")
+        if not equals or not key:
+            raise ConformanceError(
+                f"--trainjob-namespace-label {text!r}: give KEY=VALUE, e.g. example.com/team=a"
+            )
+        labels.append((key, value))
+    return tuple(labels)
 
 
 def _resolved(path: Path | None) -> Path | None:

@@ -36,6 +36,26 @@ class Expectation:
 
 
 @dataclass(frozen=True)
+class BreakRef:
+    """A break (fixtures/breaks.yaml) a policy's test must detect, and the verdict it must give.
+
+    `releases` limits it to a range of the policy's component's releases
+    (None: all); the verdict is FAIL, or ERROR for a break that stops a
+    component.
+    """
+
+    name: str
+    releases: str | None = None
+    verdict: str = "FAIL"
+
+    def applies_to(self, version: str) -> bool:
+        return self.releases is None or in_range(version, self.releases)
+
+
+BREAK_VERDICTS = ("FAIL", "ERROR")
+
+
+@dataclass(frozen=True)
 class Policy:
     id: str
     title: str
@@ -44,6 +64,7 @@ class Policy:
     trainer: str  # the range of the component's releases it applies to
     expectations: tuple[Expectation, ...] = field(default_factory=tuple)
     component: str = "trainer"
+    breaks: tuple[BreakRef, ...] = ()
 
     @property
     def component_name(self) -> str:
@@ -161,6 +182,39 @@ def _check_ranges(
             )
 
 
+def _breaks(policy_id: str, entry: dict[str, Any], component: str, where: str) -> list[BreakRef]:
+    items = entry.get("breaks") or []
+    if not isinstance(items, list):
+        raise ConformanceError(f"{where}: policy {policy_id}: breaks must be a list of names")
+    refs = []
+    for item in items:
+        if isinstance(item, str):
+            refs.append(BreakRef(item))
+            continue
+        unknown = (
+            sorted(set(item) - {"break", component, "verdict"}) if isinstance(item, dict) else []
+        )
+        if not isinstance(item, dict) or "break" not in item or unknown:
+            raise ConformanceError(
+                f"{where}: policy {policy_id}: each break is a name or "
+                f"{{break: NAME, {component}: RANGE, verdict: FAIL|ERROR}}"
+            )
+        verdict = str(item.get("verdict", "FAIL"))
+        if verdict not in BREAK_VERDICTS:
+            raise ConformanceError(
+                f"{where}: policy {policy_id}: break {item['break']}: verdict {verdict!r} "
+                f"(one of {', '.join(BREAK_VERDICTS)})"
+            )
+        releases = str(item[component]) if component in item else None
+        if releases is not None:
+            try:
+                parse_range(releases)
+            except ConformanceError as error:
+                raise ConformanceError(f"{where}: policy {policy_id}: {error}") from None
+        refs.append(BreakRef(str(item["break"]), releases, verdict))
+    return refs
+
+
 def load_catalog(path: Path) -> dict[str, Policy]:
     if not path.is_file():
         raise ConformanceError(f"policy catalog {path} not found")
@@ -191,5 +245,6 @@ def load_catalog(path: Path) -> dict[str, Policy]:
             trainer=str(entry[component]),
             expectations=tuple(expectations),
             component=component,
+            breaks=tuple(_breaks(policy_id, entry, component, str(path))),
         )
     return catalog

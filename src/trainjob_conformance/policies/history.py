@@ -12,14 +12,9 @@ import urllib.parse
 from typing import Any
 
 from trainjob_conformance.kube.errors import watch_error
-from trainjob_conformance.kube.kinds import POD, TRAINJOB, Kind
+from trainjob_conformance.kube.kinds import Kind
 from trainjob_conformance.policies.view import TrainJobView
 
-# The collections a replay can read, by kind (namespaced).
-_COLLECTIONS = {
-    POD: "/api/v1/namespaces/{namespace}/pods",
-    TRAINJOB: "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs",
-}
 # How long the replay's watch stays open: the stored versions since `since`
 # arrive at once; this only bounds the wait for the server to close it.
 _REPLAY_SECONDS = 2
@@ -45,7 +40,7 @@ def replay(
         query["labelSelector"] = label_selector
     if field_selector:
         query["fieldSelector"] = field_selector
-    path = _COLLECTIONS[kind].format(namespace=view.namespace)
+    path = view.kube.resource(*kind).path(namespace=view.namespace)
     events = []
     for event in view.kube.raw_watch(f"{path}?{urllib.parse.urlencode(query)}", _REPLAY_SECONDS):
         error = watch_error(event)
@@ -67,3 +62,23 @@ def versions_where(events: list[dict[str, Any]], description: str, matches: Any)
                 f"{metadata['resourceVersion']}: {description}"
             )
     return found
+
+
+def stored_while(
+    view: TrainJobView,
+    kind: Kind,
+    since: str,
+    description: str,
+    matches: Any,
+    label_selector: str = "",
+    field_selector: str = "",
+) -> list[str]:
+    """The stored versions of `kind` since `since` for which `matches` holds: what a
+    policy says must never happen, found anywhere in the window, not only at its end."""
+    events = replay(view, kind, since, label_selector, field_selector)
+    return versions_where(events, description, matches)
+
+
+def named(name: str) -> str:
+    """The field selector of one object by name."""
+    return f"metadata.name={name}"

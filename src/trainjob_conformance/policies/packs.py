@@ -1,7 +1,9 @@
 """Policy packs: a team's own policies, kept in their own repository.
 
 A pack is a directory with `policies.yaml` (the catalog's schema), optional
-`templates/` (taken before the project's for the pack's tests) and test files.
+`templates/` (taken before the project's for the pack's tests), an optional
+`breaks.yaml` (what `prove` applies to show the pack's policies can fail) and
+test files.
 Its policy IDs are namespaced with the pack's name (`queue-required/ADM-001`),
 so they can never collide with the project's or another pack's. The name is
 `name:` in an optional `pack.yaml`, or else the directory's name.
@@ -17,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.policies.breaks import Break, load_breaks
 from trainjob_conformance.policies.catalog import Policy, load_catalog
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
@@ -29,6 +32,7 @@ class Pack:
     root: Path
     catalog: dict[str, Policy]
     templates: Path | None
+    breaks: dict[str, Break] = dataclasses.field(default_factory=dict)
 
     def full_id(self, policy_id: str) -> str:
         """The namespaced ID of a policy named in one of the pack's tests."""
@@ -77,9 +81,15 @@ def load_pack(path: Path) -> Pack:
                 f"the pack's name is added to it ({name}{SEPARATOR}{policy_id.split('/')[-1]})"
             )
         full = f"{name}{SEPARATOR}{policy_id}"
-        catalog[full] = dataclasses.replace(policy, id=full)
+        # The pack's policies name its own breaks; they are namespaced like its IDs.
+        refs = tuple(
+            dataclasses.replace(ref, name=f"{name}{SEPARATOR}{ref.name}") for ref in policy.breaks
+        )
+        catalog[full] = dataclasses.replace(policy, id=full, breaks=refs)
     templates = root / "templates"
-    return Pack(name, root, catalog, templates if templates.is_dir() else None)
+    breaks_file = root / "breaks.yaml"
+    breaks = load_breaks(breaks_file, prefix=name) if breaks_file.is_file() else {}
+    return Pack(name, root, catalog, templates if templates.is_dir() else None, breaks)
 
 
 def load_packs(paths: list[Path]) -> list[Pack]:

@@ -1,0 +1,253 @@
+"""Applying one break to a live cluster, waiting until it is in effect, and undoing it.
+
+Every break gets a probe namespace of its own, labelled like the namespaces of
+the tests run under it: admission policies and narrowed webhooks act only
+there, so breaks that touch different namespaces can be in place at once.
+`revert` puts back exactly what `apply` changed and then checks that the
+cluster answers as it did before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from typing import Any
+
+from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.errors import NotFound, Rejected
+from trainjob_conformance.kube.kinds import NAMESPACE
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
+from trainjob_conformance.policies.breaks import ADMISSION, BREAK_LABEL, CRD, WEBHOOK, Break
+from trainjob_conformance.prove.sentinel import settle
+
+# What prove writes carries this label: a later run finds what an interrupted one left.
+PROVE_LABEL = "trainjob-conformance.kubeflow.org/prove"
+_WEBHOOK_CONFIGURATIONS = (
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
+)
+_CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+PROBE_SECONDS = 30
+
+
+def probe_namespace(item: Break) -> str:
+    return "tjc-prove-" + item.label_value.replace(".", "-")[:50]
+
+
+class AppliedBreak:
+    """One break on one cluster: apply(), then revert() (also after a failure)."""
+
+    def __init__(self, kube: Kube, item: Break, variables: dict[str, Any]) -> None:
+        self.kube = kube
+        self.item = item
+        self.variables = variables
+        self.namespace = probe_namespace(item)
+        self._written: list[dict[str, Any]] = []
+        self._original: dict[str, Any] | None = None
+
+    # -- apply ------------------------------------------------------------
+
+    def apply(self) -> None:
+        self._make_probe_namespace()
+        if self.item.kind == ADMISSION:
+            self._apply_admission()
+        elif self.item.kind == WEBHOOK:
+            self._expect_probe("refused", before=True)
+            self._narrow_webhook()
+            self._expect_probe("accepted")
+        elif self.item.kind == CRD:
+            self._expect_probe("refused", before=True)
+            self._drop_rules()
+            self._expect_probe("accepted")
+
+    def revert(self) -> list[str]:
+        """Undo the break; what could not be restored, one line each (empty: all restored)."""
+        problems: list[str] = []
+        try:
+            if self.item.kind == ADMISSION:
+                problems += self._revert_admission()
+            elif self.item.kind == WEBHOOK and self._original is not None:
+                problems += self._restore_webhook()
+            elif self.item.kind == CRD and self._original is not None:
+                problems += self._restore_crd()
+        finally:
+            with contextlib.suppress(NotFound):
+                self.kube.delete(*NAMESPACE, self.namespace, propagation_policy="Background")
+        return problems
+
+    def _make_probe_namespace(self) -> None:
+        self.kube.apply(
+            {
+                "apiVersion": NAMESPACE.api_version,
+                "kind": NAMESPACE.kind,
+                "metadata": {
+                    "name": self.namespace,
+                    "labels": {
+                        BREAK_LABEL: self.item.label_value,
+                        PROVE_LABEL: "probe",
+                        # The probes are about the Trainer's and training-operator's answers.
+                        KUEUE_MANAGED_LABEL: "false",
+                    },
+                },
+            }
+        )
+
+    # -- admission policies -----------------------------------------------
+
+    def _apply_admission(self) -> None:
+        documents = self.item.render(self.item.manifests, **self.variables)
+        for document in documents:
+            labels = document.setdefault("metadata", {}).setdefault("labels", {})
+            labels[PROVE_LABEL] = "break"
+            self.kube.apply(document)
+            self._written.append(document)
+        for mutating in self._kinds_written():
+            settle(self.kube, self.namespace, self._object_prefix(), mutating)
+
+    def _kinds_written(self) -> list[bool]:
+        kinds = {doc["kind"].startswith("Mutating") for doc in self._written}
+        return sorted(kinds)
+
+    def _object_prefix(self) -> str:
+        return self.item.label_value
+
+    def _revert_admission(self) -> list[str]:
+        kinds = self._kinds_written()
+        for document in reversed(self._written):
+            with contextlib.suppress(NotFound):
+                self.kube.delete(
+                    document["apiVersion"], document["kind"], document["metadata"]["name"]
+                )
+        for mutating in kinds:
+            settle(self.kube, self.namespace, self._object_prefix(), mutating)
+        left = []
+        for document in self._written:
+            with contextlib.suppress(NotFound):
+                self.kube.get(
+                    document["apiVersion"], document["kind"], document["metadata"]["name"]
+                )
+                left.append(f"{document['kind']} {document['metadata']['name']} is still there")
+        return left
+
+    # -- webhooks ---------------------------------------------------------
+
+    def _find_webhook(self) -> tuple[tuple[str, str], dict[str, Any], int]:
+        for kind in _WEBHOOK_CONFIGURATIONS:
+            for configuration in self.kube.list(*kind):
+                for index, webhook in enumerate(configuration.get("webhooks") or []):
+                    if webhook.get("name") == self.item.webhook:
+                        return kind, configuration, index
+        raise ConformanceError(
+            f"break {self.item.name}: the cluster has no admission webhook named {self.item.webhook}"
+        )
+
+    def _narrow_webhook(self) -> None:
+        kind, configuration, index = self._find_webhook()
+        webhook = configuration["webhooks"][index]
+        self._original = {
+            "kind": kind,
+            "name": configuration["metadata"]["name"],
+            "index": index,
+            "selector": copy.deepcopy(webhook.get("namespaceSelector") or {}),
+        }
+        narrowed = copy.deepcopy(self._original["selector"])
+        narrowed.setdefault("matchExpressions", []).append(
+            {"key": BREAK_LABEL, "operator": "NotIn", "values": [self.item.label_value]}
+        )
+        self._set_selector(narrowed)
+
+    def _set_selector(self, selector: dict[str, Any]) -> None:
+        assert self._original is not None
+        # "add" sets a member whether or not the stored webhook has it.
+        patch = [
+            {
+                "op": "add",
+                "path": f"/webhooks/{self._original['index']}/namespaceSelector",
+                "value": selector,
+            }
+        ]
+        self.kube.patch(
+            *self._original["kind"],
+            self._original["name"],
+            patch,
+            content_type="application/json-patch+json",
+        )
+
+    def _restore_webhook(self) -> list[str]:
+        assert self._original is not None
+        self._set_selector(self._original["selector"])
+        self._expect_probe("refused")
+        _, configuration, index = self._find_webhook()
+        now = configuration["webhooks"][index].get("namespaceSelector") or {}
+        if now != self._original["selector"]:
+            return [f"webhook {self.item.webhook} has namespaceSelector {json.dumps(now)}"]
+        return []
+
+    # -- CRDs -------------------------------------------------------------
+
+    def _drop_rules(self) -> None:
+        crd = self.kube.get(*_CRD, self.item.crd)
+        self._original = copy.deepcopy(crd["spec"])
+        dropped = 0
+        for version in crd["spec"]["versions"]:
+            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+            node = schema
+            for part in self.item.field.split("."):
+                node = (node.get("properties") or {}).get(part) or {}
+            if node.pop("x-kubernetes-validations", None) is not None:
+                dropped += 1
+        if not dropped:
+            raise ConformanceError(
+                f"break {self.item.name}: {self.item.crd} has no validation rules on "
+                f"{self.item.field} to drop"
+            )
+        self.kube.replace(crd)
+
+    def _restore_crd(self) -> list[str]:
+        assert self._original is not None
+        crd = self.kube.get(*_CRD, self.item.crd)
+        crd["spec"] = copy.deepcopy(self._original)
+        self.kube.replace(crd)
+        self._expect_probe("refused")
+        now = self.kube.get(*_CRD, self.item.crd)["spec"]
+        if now != self._original:
+            return [f"CRD {self.item.crd} differs from before the break"]
+        return []
+
+    # -- probes -----------------------------------------------------------
+
+    def _probe_answer(self) -> str:
+        """'accepted' or 'refused: <the cluster's words>' for the break's dry-run probe."""
+        (document,) = self.item.render(self.item.probe, **self.variables)
+        document.setdefault("metadata", {})["namespace"] = self.namespace
+        try:
+            self.kube.create(document, dry_run=True)
+        except Rejected as refused:
+            return f"refused: {refused.message}"
+        return "accepted"
+
+    def _expect_probe(self, wanted: str, before: bool = False) -> None:
+        if before:
+            answer = self._probe_answer()
+            if not answer.startswith(wanted):
+                raise ConformanceError(
+                    f"break {self.item.name}: its probe must be refused before the break, "
+                    f"but was {answer}: the probe shows nothing on this cluster"
+                )
+            return
+        seen = {"answer": ""}
+
+        def answered() -> bool | NotYet:
+            seen["answer"] = self._probe_answer()
+            return seen["answer"].startswith(wanted) or NotYet(seen["answer"])
+
+        try:
+            wait_for(f"break {self.item.name}'s probe to be {wanted}", answered, PROBE_SECONDS)
+        except WaitTimeout:
+            raise ConformanceError(
+                f"break {self.item.name}: its probe was not {wanted} within {PROBE_SECONDS} s "
+                f"(last answer: {seen['answer']})"
+            ) from None

@@ -1,0 +1,165 @@
+"""The break catalog, the prove plan and table: harness logic, no cluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.paths import suite
+from trainjob_conformance.policies.breaks import BREAK_LABEL, load_breaks
+from trainjob_conformance.policies.catalog import BreakRef, load_catalog
+from trainjob_conformance.policies.packs import load_pack
+from trainjob_conformance.prove.plan import make_plan
+from trainjob_conformance.prove.runner import judge
+from trainjob_conformance.prove.table import DETECTED, ERROR, MISSED, ProveReport, Row
+
+VARIABLES = {"override_field": "runtimePatches", "runtime": "probe-runtime"}
+
+
+def test_every_policy_names_a_break_that_exists():
+    catalog = load_catalog(suite().catalog)
+    breaks = load_breaks(suite().breaks)
+    for policy in catalog.values():
+        assert policy.breaks, f"{policy.id} names no break: nothing shows its test can fail"
+        for ref in policy.breaks:
+            assert ref.name in breaks, f"{policy.id} names unknown break {ref.name}"
+    named = {ref.name for policy in catalog.values() for ref in policy.breaks}
+    assert named == set(breaks), f"breaks no policy names: {sorted(set(breaks) - named)}"
+
+
+def test_every_break_renders_into_objects_bound_to_its_namespaces():
+    for item in load_breaks(suite().breaks).values():
+        text = item.manifests or item.probe
+        documents = item.render(text, **VARIABLES)
+        assert documents, item.name
+        for document in documents:
+            assert document["apiVersion"] and document["kind"], item.name
+            binding = document["kind"].endswith("Binding")
+            if binding:
+                selector = document["spec"]["matchResources"]["namespaceSelector"]
+                assert selector == {"matchLabels": {BREAK_LABEL: item.label_value}}, item.name
+
+
+def test_the_example_pack_carries_breaks_for_its_policies():
+    pack = load_pack(suite().example_pack)
+    for policy in pack.catalog.values():
+        assert policy.breaks, policy.id
+        for ref in policy.breaks:
+            assert ref.name.startswith("queue-required/") and ref.name in pack.breaks
+    for item in pack.breaks.values():
+        assert "/" not in item.label_value  # a label value cannot hold one
+
+
+def test_a_break_ref_with_a_release_range_and_verdict(tmp_path):
+    catalog = tmp_path / "policies.yaml"
+    catalog.write_text(
+        "P-1:\n  title: t\n  statement: s\n  source: x\n  trainer: '>=2.0.0'\n"
+        "  breaks:\n    - {break: b, trainer: '<2.2.1', verdict: ERROR}\n    - c\n"
+    )
+    (policy,) = load_catalog(catalog).values()
+    assert policy.breaks == (BreakRef("b", "<2.2.1", "ERROR"), BreakRef("c"))
+    assert policy.breaks[0].applies_to("2.1.0")
+    assert not policy.breaks[0].applies_to("2.2.1")
+
+
+@pytest.mark.parametrize(
+    "entry, words",
+    [
+        ("  breaks: {b: 1}\n", "breaks must be a list"),
+        ("  breaks:\n    - {name: b}\n", "each break is a name or"),
+        ("  breaks:\n    - {break: b, verdict: PASS}\n", "verdict 'PASS'"),
+    ],
+)
+def test_a_bad_break_ref_is_one_line(tmp_path, entry, words):
+    catalog = tmp_path / "policies.yaml"
+    catalog.write_text(
+        "P-1:\n  title: t\n  statement: s\n  source: x\n  trainer: '>=2.0.0'\n" + entry
+    )
+    with pytest.raises(ConformanceError, match=words):
+        load_catalog(catalog)
+
+
+def test_a_bad_break_is_one_line(tmp_path):
+    path = tmp_path / "breaks.yaml"
+    path.write_text("b:\n  kind: webhook\n  description: d\n")
+    with pytest.raises(ConformanceError, match=r"break b \(webhook\) lacks webhook, probe"):
+        load_breaks(path)
+    path.write_text("b:\n  kind: chaos\n")
+    with pytest.raises(ConformanceError, match="kind 'chaos'"):
+        load_breaks(path)
+
+
+def test_the_plan_groups_policies_by_break_and_keeps_unscoped_ones_last():
+    catalog = load_catalog(suite().catalog)
+    breaks = load_breaks(suite().breaks)
+    plan = make_plan(catalog, breaks, list(catalog), {"trainer": "2.2.1"})
+    assert plan.unbroken == []
+    kinds = [step.item.scoped for step in plan.steps]
+    assert kinds == sorted(kinds, reverse=True), "a break that runs alone came before a scoped one"
+    by_break = {step.item.name: step.policies for step in plan.steps}
+    # Only the break for this release of TJ-EDIT-006's two.
+    assert "TJ-EDIT-006" in by_break["trainjob-override-edits-denied"]
+    assert "TJ-EDIT-006" not in by_break["trainer-trainjob-validator-narrowed"]
+    older = make_plan(catalog, breaks, ["TJ-EDIT-006"], {"trainer": "2.1.0"})
+    assert [s.item.name for s in older.steps] == ["trainer-trainjob-validator-narrowed"]
+
+
+def test_a_policy_naming_an_unknown_break_stops_the_plan():
+    catalog = load_catalog(suite().catalog)
+    with pytest.raises(ConformanceError, match="unknown break: TJ-GATE-001 names break"):
+        make_plan(catalog, {}, ["TJ-GATE-001"], {"trainer": "2.2.1"})
+
+
+@pytest.mark.parametrize(
+    "expected, baseline, verdict, reason, outcome",
+    [
+        ("FAIL", "pass", "FAIL", "the request was accepted", DETECTED),
+        ("FAIL", "pass", "pass", "", MISSED),
+        ("FAIL", "known-gap", "known-gap", "KNOWN UPSTREAM GAP", MISSED),
+        ("FAIL", "pass", "ERROR", "the stack broke: jobset", ERROR),
+        (
+            "ERROR",
+            "pass",
+            "ERROR",
+            "the stack broke: jobset (pid 1) is no longer running",
+            DETECTED,
+        ),
+        ("ERROR", "pass", "ERROR", "the stack broke: kueue (pid 1) is no longer running", ERROR),
+    ],
+)
+def test_judging_a_verdict_under_a_break(expected, baseline, verdict, reason, outcome):
+    assert judge(expected, baseline, verdict, reason, "jobset") == outcome
+
+
+def test_the_table_is_written_three_ways_and_missed_exits_one(tmp_path):
+    report = ProveReport("latest", "embedded", {"trainer": "2.2.1"}, "now", 12.0, 3.0)
+    report.rows = [
+        Row("A-1", "a", "b1", "FAIL", "FAIL", DETECTED, "accepted | not refused", 1.0),
+        Row("A-2", "b", "b2", "FAIL", "pass", MISSED, "", 2.0),
+    ]
+    paths = report.write(tmp_path)
+    assert [p.name for p in paths] == ["prove-latest.json", "prove-latest.md", "prove-latest.html"]
+    assert json.loads(paths[0].read_text())["rows"][1]["outcome"] == MISSED
+    assert "accepted \\| not refused" in paths[1].read_text()
+    assert "<td>MISSED</td>" in paths[2].read_text()
+    assert report.exit_code == 1
+    report.rows.pop()
+    assert report.exit_code == 0
+    report.restored.append("after b1: webhook x has namespaceSelector {}")
+    assert report.exit_code == 3
+
+
+def test_prove_refuses_an_unknown_policy_in_one_line(capsys, monkeypatch, tmp_path: Path):
+    from trainjob_conformance.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["prove", "--policy", "NO-SUCH-1", "--report", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "trainjob-conformance: error: --policy NO-SUCH-1: not in the catalog "
+        "(IDs as in policies.yaml, a pack's as PACK/ID)"
+    ]
