@@ -31,3 +31,12 @@ def read_state(run_dir: Path) -> dict[str, Any]:
             "stop the cluster with `trainjob-conformance down --run-dir` and start a new one"
         )
     return state
+
+
+def embedded_run_dir(kubeconfig: Path) -> Path | None:
+    """The run directory of the embedded run whose cluster this kubeconfig reaches, if any."""
+    # <run_dir>/kwok/clusters/<name>/kubeconfig.yaml
+    if len(kubeconfig.parents) < 4:
+        return None
+    run_dir = kubeconfig.parents[3]
+    return run_dir if read_state(run_dir) else None

@@ -89,6 +89,14 @@ class ProcessIdentity:
         """Still running and still the same process (a reused pid has another start time)."""
         return _running_as(self.pid, self.start)
 
+    def is_stopped(self) -> bool:
+        """Ours, and frozen by SIGSTOP (alive, but runs nothing until SIGCONT)."""
+        try:
+            process = psutil.Process(self.pid)
+            return process.create_time() == self.start and process.status() == psutil.STATUS_STOPPED
+        except psutil.Error:
+            return False
+
     def signal(self, signum: int) -> bool:
         """Signal its process group if it leads one, else itself; only if it is still ours."""
         if not self.is_alive():

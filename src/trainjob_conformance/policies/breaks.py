@@ -20,7 +20,8 @@ from trainjob_conformance.errors import ConformanceError
 ADMISSION = "admission"
 WEBHOOK = "webhook"
 CRD = "crd"
-KINDS = (ADMISSION, WEBHOOK, CRD)
+MANAGER = "manager"
+KINDS = (ADMISSION, WEBHOOK, CRD, MANAGER)
 # The label `prove` puts on the namespaces of the tests it runs for a break,
 # and that the break's bindings and webhook selectors key on.
 BREAK_LABEL = "trainjob-conformance.kubeflow.org/break"
@@ -28,6 +29,7 @@ _REQUIRED = {
     ADMISSION: ("description", "manifests"),
     WEBHOOK: ("description", "webhook", "probe"),
     CRD: ("description", "crd", "field", "probe"),
+    MANAGER: ("description", "component"),
 }
 
 
@@ -41,6 +43,7 @@ class Break:
     crd: str = ""  # crd: the CRD's name
     field: str = ""  # crd: dotted path of the field whose rules are dropped
     probe: str = ""  # webhook, crd: Jinja YAML of a dry-run request refused until applied
+    component: str = ""  # manager: the component whose manager is stopped (jobset, kueue, ...)
 
     @property
     def scoped(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
@@ -20,7 +21,16 @@ from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import NotFound, Rejected
 from trainjob_conformance.kube.kinds import NAMESPACE
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
-from trainjob_conformance.policies.breaks import ADMISSION, BREAK_LABEL, CRD, WEBHOOK, Break
+from trainjob_conformance.lifecycle.ledger import ProcessIdentity
+from trainjob_conformance.policies.breaks import (
+    ADMISSION,
+    BREAK_LABEL,
+    CRD,
+    MANAGER,
+    WEBHOOK,
+    Break,
+)
+from trainjob_conformance.prove import managers
 from trainjob_conformance.prove.sentinel import settle
 
 # What prove writes carries this label: a later run finds what an interrupted one left.
@@ -40,8 +50,12 @@ def probe_namespace(item: Break) -> str:
 class AppliedBreak:
     """One break on one cluster: apply(), then revert() (also after a failure)."""
 
-    def __init__(self, kube: Kube, item: Break, variables: dict[str, Any]) -> None:
+    def __init__(
+        self, kube: Kube, item: Break, variables: dict[str, Any], kubeconfig: Path
+    ) -> None:
         self.kube = kube
+        self.kubeconfig = kubeconfig
+        self._stopped: ProcessIdentity | None = None
         self.item = item
         self.variables = variables
         self.namespace = probe_namespace(item)
@@ -62,6 +76,10 @@ class AppliedBreak:
             self._expect_probe("refused", before=True)
             self._drop_rules()
             self._expect_probe("accepted")
+        elif self.item.kind == MANAGER:
+            process = managers.manager_process(self.kubeconfig, self.item.component)
+            self._stopped = process
+            managers.stop(process)
 
     def revert(self) -> list[str]:
         """Undo the break; what could not be restored, one line each (empty: all restored)."""
@@ -73,6 +91,8 @@ class AppliedBreak:
                 problems += self._restore_webhook()
             elif self.item.kind == CRD and self._original is not None:
                 problems += self._restore_crd()
+            elif self.item.kind == MANAGER and self._stopped is not None:
+                problems += managers.resume(self.kube, self._stopped)
         finally:
             with contextlib.suppress(NotFound):
                 self.kube.delete(*NAMESPACE, self.namespace, propagation_policy="Background")

@@ -193,7 +193,7 @@ def run_step(context: StepContext, step: Step) -> list[Row]:
     if not runnable:
         return rows
     began = time.monotonic()
-    applied = AppliedBreak(context.kube, item, context.variables)
+    applied = AppliedBreak(context.kube, item, context.variables, context.settings.kubeconfig)
     try:
         applied.apply()
         context.progress(f"break {item.name}: in effect; running {len(runnable)} policies")
@@ -223,7 +223,8 @@ def run_step(context: StepContext, step: Step) -> list[Row]:
     for target in runnable:
         word, reason = found.get(target.policy, ("", "the policy's tests did not run"))
         baseline = context.baseline[target.policy][0]
-        outcome = judge(target.verdict, baseline, word, reason, item.name) if word else ERROR
+        named = item.component or item.name
+        outcome = judge(target.verdict, baseline, word, reason, named) if word else ERROR
         if outcome == MISSED and not reason:
             reason = f"the test gave {word} with the break in place"
         rows.append(

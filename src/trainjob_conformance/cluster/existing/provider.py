@@ -17,7 +17,7 @@ from trainjob_conformance.cluster.introspect import (
     missing_components,
 )
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
-from trainjob_conformance.cluster.run_state import read_state
+from trainjob_conformance.cluster.run_state import embedded_run_dir, read_state
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError, NotFound
@@ -27,10 +27,8 @@ from trainjob_conformance.stack.profiles import Profile
 
 def _embedded_state(kubeconfig: Path) -> dict[str, object] | None:
     """The state an embedded `up` wrote, if this kubeconfig is one of its clusters."""
-    # <run_dir>/kwok/clusters/<name>/kubeconfig.yaml
-    if len(kubeconfig.parents) < 4:
-        return None
-    return read_state(kubeconfig.parents[3]) or None
+    run_dir = embedded_run_dir(kubeconfig)
+    return read_state(run_dir) if run_dir is not None else None
 
 
 class ExistingCluster:

@@ -85,9 +85,12 @@ def ledger_probes(run_dir: Path) -> list[Probe]:
 
     def probe_for(process: Any) -> Probe:
         def probe() -> Breakage | None:
-            if process.is_alive():
-                return None
-            return Breakage(f"{process.name} (pid {process.pid})", "is no longer running")
+            if not process.is_alive():
+                return Breakage(f"{process.name} (pid {process.pid})", "is no longer running")
+            if process.is_stopped():
+                # Alive but frozen (SIGSTOP): it answers no webhook and reconciles nothing.
+                return Breakage(f"{process.name} (pid {process.pid})", "is stopped")
+            return None
 
         return probe
 
