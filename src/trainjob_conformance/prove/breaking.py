@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,23 @@ _WEBHOOK_CONFIGURATIONS = (
 )
 _CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 PROBE_SECONDS = 30
+# On a CRD whose rules a break dropped: what was dropped, so that a later run
+# can put it back if this one is killed before its revert.
+DROPPED_RULES_ANNOTATION = "trainjob-conformance.kubeflow.org/prove-dropped-rules"
+
+
+def field_schema(version: dict[str, Any], field: str) -> dict[str, Any]:
+    """The schema node of a dotted field in one version of a CRD ({} if absent)."""
+    node = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+    for part in field.split("."):
+        node = (node.get("properties") or {}).get(part) or {}
+    return node
 
 
 def probe_namespace(item: Break) -> str:
-    return "tjc-prove-" + item.label_value.replace(".", "-")[:50]
+    """A namespace of this application of the break: one of an earlier run may still
+    be terminating under the same break's name."""
+    return f"tjc-prove-{item.label_value.replace('.', '-')[:44]}-{uuid.uuid4().hex[:6]}"
 
 
 class AppliedBreak:
@@ -211,14 +225,15 @@ class AppliedBreak:
     def _drop_rules(self) -> None:
         crd = self.kube.get(*_CRD, self.item.crd)
         self._original = copy.deepcopy(crd["spec"])
-        dropped = 0
+        dropped = {}
         for version in crd["spec"]["versions"]:
-            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
-            node = schema
-            for part in self.item.field.split("."):
-                node = (node.get("properties") or {}).get(part) or {}
-            if node.pop("x-kubernetes-validations", None) is not None:
-                dropped += 1
+            rules = field_schema(version, self.item.field).pop("x-kubernetes-validations", None)
+            if rules is not None:
+                dropped[version["name"]] = rules
+        annotations = crd["metadata"].setdefault("annotations", {})
+        annotations[DROPPED_RULES_ANNOTATION] = json.dumps(
+            {"field": self.item.field, "rules": dropped}
+        )
         if not dropped:
             raise ConformanceError(
                 f"break {self.item.name}: {self.item.crd} has no validation rules on "
@@ -230,6 +245,7 @@ class AppliedBreak:
         assert self._original is not None
         crd = self.kube.get(*_CRD, self.item.crd)
         crd["spec"] = copy.deepcopy(self._original)
+        (crd["metadata"].get("annotations") or {}).pop(DROPPED_RULES_ANNOTATION, None)
         self.kube.replace(crd)
         self._expect_probe("refused")
         now = self.kube.get(*_CRD, self.item.crd)["spec"]

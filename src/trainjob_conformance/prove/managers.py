@@ -35,6 +35,19 @@ def manager_process(kubeconfig: Path, component: str) -> ProcessIdentity:
     return found[0]
 
 
+def thaw_stopped(kubeconfig: Path) -> list[str]:
+    """SIGCONT to every manager of the embedded run that an earlier, killed prove froze."""
+    run_dir = embedded_run_dir(kubeconfig)
+    if run_dir is None:
+        return []
+    thawed = []
+    for process in ProcessLedger(run_dir / LEDGER_FILE).living():
+        if process.is_stopped():
+            process.signal(signal.SIGCONT)
+            thawed.append(f"{process.name} (pid {process.pid}) was stopped")
+    return thawed
+
+
 def stop(process: ProcessIdentity) -> None:
     process.signal(signal.SIGSTOP)
     wait_for(f"{process.name} (pid {process.pid}) to stop", process.is_stopped, timeout=10)

@@ -21,6 +21,7 @@ from typing import Any
 
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.lifecycle.interrupts import interruptible_child
 from trainjob_conformance.paths import suite
 from trainjob_conformance.policies.breaks import BREAK_LABEL, Break
@@ -205,7 +206,7 @@ def run_step(context: StepContext, step: Step) -> list[Row]:
             # Most of a broken run is spent in waits running out: side by side.
             min(3, len(runnable)) if len(runnable) > 1 else 0,
         )
-    except ConformanceError as error:
+    except (ConformanceError, ApiError) as error:
         seconds = time.monotonic() - began
         rows += [
             _row(context, item, t.policy, t.verdict, "", ERROR, str(error), seconds)
@@ -215,7 +216,7 @@ def run_step(context: StepContext, step: Step) -> list[Row]:
     finally:
         try:
             left = applied.revert()
-        except ConformanceError as error:
+        except (ConformanceError, ApiError) as error:
             left = [str(error)]
         context.restored += [f"after {item.name}: {line}" for line in left]
     found = verdicts(report)

@@ -52,7 +52,7 @@ class ProveRequest:
 def prove(request: ProveRequest, progress: Callable[[str], None]) -> ProveReport:
     began = time.monotonic()
     kube = Kube(api_client_for(request.kubeconfig))
-    for line in remove_leftovers(kube):
+    for line in remove_leftovers(kube, request.kubeconfig):
         progress(f"removed what an interrupted prove left: {line}")
     shape = detect_shape(trainjob_spec_properties(kube))
     templates = TemplateSet(request.templates, shape, kube.concrete(RESOURCE_FLAVOR.api_version))
