@@ -138,13 +138,14 @@ def test_judging_a_verdict_under_a_break(expected, baseline, verdict, reason, ou
 
 
 def test_the_table_is_written_three_ways_and_missed_exits_one(tmp_path):
-    report = ProveReport("latest", "embedded", {"trainer": "2.2.1"}, "now", 12.0, 3.0)
+    report = ProveReport("trainer-2.0", "embedded", {"trainer": "2.0.1"}, "now", 12.0, 3.0)
     report.rows = [
         Row("A-1", "a", "b1", "FAIL", "FAIL", DETECTED, "accepted | not refused", 1.0),
         Row("A-2", "b", "b2", "FAIL", "pass", MISSED, "", 2.0),
     ]
     paths = report.write(tmp_path)
-    assert [p.name for p in paths] == ["prove-latest.json", "prove-latest.md", "prove-latest.html"]
+    names = ["prove-trainer-2.0.json", "prove-trainer-2.0.md", "prove-trainer-2.0.html"]
+    assert [p.name for p in paths] == names
     assert json.loads(paths[0].read_text())["rows"][1]["outcome"] == MISSED
     assert "accepted \\| not refused" in paths[1].read_text()
     assert "<td>MISSED</td>" in paths[2].read_text()

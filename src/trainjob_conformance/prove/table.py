@@ -61,8 +61,8 @@ class ProveReport:
 
     def write(self, directory: Path) -> list[Path]:
         directory.mkdir(parents=True, exist_ok=True)
-        stem = directory / f"prove-{self.profile}"
-        paths = [stem.with_suffix(".json"), stem.with_suffix(".md"), stem.with_suffix(".html")]
+        # Not with_suffix: a profile such as trainer-2.0 has a dot of its own.
+        paths = [directory / f"prove-{self.profile}.{ext}" for ext in ("json", "md", "html")]
         write_whole(paths[0], json.dumps(asdict(self), indent=2) + "\n")
         write_whole(paths[1], self.markdown())
         write_whole(paths[2], self.html())
