@@ -7,7 +7,6 @@ import base64
 import pytest
 from kubernetes.utils import parse_quantity
 
-from trainjob_conformance.cluster.embedded.manifests import KUEUE_NAMESPACE
 from trainjob_conformance.kube.kinds import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,
@@ -387,7 +386,7 @@ def multikueue_check(view, worker_name, kubeconfig_path=None):
     secret = None
     if kubeconfig_path is not None:
         secret = worker_name
-        view.create(kubeconfig_secret(secret, kubeconfig_path))
+        view.create(kubeconfig_secret(secret, view.cluster.kueue_namespace, kubeconfig_path))
     for manifest in view.templates.render(
         "multikueue", name=view.namespace, clusters=[worker_name], kubeconfig_secret=secret or ""
     ):
@@ -395,11 +394,11 @@ def multikueue_check(view, worker_name, kubeconfig_path=None):
     return view.namespace
 
 
-def kubeconfig_secret(name, kubeconfig_path):
+def kubeconfig_secret(name, namespace, kubeconfig_path):
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": KUEUE_NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "data": {"kubeconfig": base64.b64encode(flattened(kubeconfig_path).encode()).decode()},
     }
 

@@ -13,6 +13,7 @@ from trainjob_conformance.cluster.capabilities import (
     splitting_label,
 )
 from trainjob_conformance.cluster.health.stack_watch import StackHealth
+from trainjob_conformance.cluster.kueue import KUEUE_NAMESPACE
 from trainjob_conformance.kube.client import Kube, api_client_for
 
 
@@ -51,6 +52,13 @@ class ClusterHandle:
         if self._kube is None:
             self._kube = Kube(api_client_for(self.kubeconfig))
         return self._kube
+
+    @property
+    def kueue_namespace(self) -> str:
+        """Where Kueue runs (it reads MultiKueue's kubeconfig Secrets there): the namespace
+        of its controller where the provider found one, else upstream's default, which
+        the embedded cluster's host-process Kueue is configured with."""
+        return self.controller_pods.get("kueue", (KUEUE_NAMESPACE, ""))[0]
 
     def schedulable_nodes(self) -> list[Node]:
         """Ready nodes a plain Pod can land on, read from the cluster now."""

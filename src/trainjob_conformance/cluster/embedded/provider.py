@@ -20,7 +20,6 @@ from trainjob_conformance.cluster.embedded.host_controllers import (
 )
 from trainjob_conformance.cluster.embedded.isolated_managers import starter_for
 from trainjob_conformance.cluster.embedded.manifests import (
-    KUEUE_NAMESPACE,
     crds,
     load_documents,
     webhook_configurations,
@@ -43,6 +42,7 @@ from trainjob_conformance.cluster.health.stack_watch import (
     tls_endpoint_probe,
 )
 from trainjob_conformance.cluster.isolation.netns import require_namespaces
+from trainjob_conformance.cluster.kueue import KUEUE_NAMESPACE
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.cluster.run_state import STATE_FILE
 from trainjob_conformance.cluster.serving.certs import CertificateAuthority
