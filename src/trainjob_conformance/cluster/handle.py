@@ -9,6 +9,7 @@ from trainjob_conformance.cluster.capabilities import (
     Node,
     Topology,
     discover_topology,
+    free_cpu,
     schedulable_nodes,
     splitting_label,
 )
@@ -63,6 +64,11 @@ class ClusterHandle:
     def schedulable_nodes(self) -> list[Node]:
         """Ready nodes a plain Pod can land on, read from the cluster now."""
         return schedulable_nodes(self.kube)
+
+    def free_cpu(self, settled: bool = False) -> dict[str, int]:
+        """Schedulable node -> millicores of CPU that Pods have not requested, read now;
+        `settled`: once the terminating Pods are gone."""
+        return free_cpu(self.kube, settled)
 
     def topology(self) -> Topology | None:
         """The node-label topology of the schedulable nodes, if they have one."""
