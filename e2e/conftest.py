@@ -7,8 +7,10 @@ from collections.abc import Callable
 import pytest
 
 from trainjob_conformance.cluster.capabilities import Topology, largest_fitting_request
-from trainjob_conformance.kube.kinds import LOCAL_QUEUE
+from trainjob_conformance.cluster.hold import HOLD_IMAGE
+from trainjob_conformance.kube.kinds import CLUSTER_TRAINING_RUNTIME, LOCAL_QUEUE
 from trainjob_conformance.kube.waits import NotYet, wait_for
+from trainjob_conformance.policies.runtimes import images_of, stand_in_copy
 from trainjob_conformance.policies.view import TrainJobView
 
 
@@ -64,6 +66,31 @@ def cpu_room(trainjob_cluster) -> Callable[..., int]:
             timeout=TERMINATING_BOUND,
         )
         return request
+
+    return need
+
+
+@pytest.fixture
+def runnable_runtime(trainjob_cluster, trainjob_view: TrainJobView) -> Callable[[str], str]:
+    """The name of the ClusterTrainingRuntime `name` where the nodes can run its images;
+    else of a copy of it for this test whose containers run the harness's test image
+    and exit 0 (policies/runtimes.py). Skips when the nodes cannot run that either."""
+
+    def need(name: str) -> str:
+        runtime = trainjob_cluster.kube.get(*CLUSTER_TRAINING_RUNTIME, name)
+        missing = [i for i in images_of(runtime) if not trainjob_cluster.can_run_image(i)]
+        if not missing:
+            return name
+        if not trainjob_cluster.can_run_image(HOLD_IMAGE):
+            pytest.skip(
+                f"the nodes cannot get {missing} (runtime {name}) nor the harness's test "
+                f"image {HOLD_IMAGE} (images: {trainjob_cluster.image_supply})"
+            )
+        stand_in = f"{trainjob_view.namespace}-{name}"
+        trainjob_view.create(
+            stand_in_copy(runtime, stand_in, HOLD_IMAGE, trainjob_cluster.can_run_image)
+        )
+        return stand_in
 
     return need
 

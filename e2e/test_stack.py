@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainjob_conformance.cluster.health.readiness import TORCH_RUNTIME
 from trainjob_conformance.cluster.introspect import TRAINER_VALIDATOR, validators_naming
 from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
 from trainjob_conformance.policies.admission import rejection_of
@@ -14,10 +15,14 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.policy("TJ-STACK-001")
-def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view, schedulable_nodes):
+def test_trainjob_on_torch_distributed_runs_to_completion(
+    trainjob_view, schedulable_nodes, runnable_runtime
+):
     view = trainjob_view
     nodes = schedulable_nodes(1)
-    view.create_trainjob("smoke", num_nodes=2)
+    # The release's runtime; where the nodes cannot get its image, the same runtime
+    # running the harness's test image (the policy is the wiring, not PyTorch).
+    view.create_trainjob("smoke", runtime=runnable_runtime(TORCH_RUNTIME), num_nodes=2)
 
     jobset = view.wait("JobSet smoke", lambda: view.find(JOBSET, "smoke"))
     owners = jobset["metadata"].get("ownerReferences") or []

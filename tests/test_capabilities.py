@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from trainjob_conformance.cluster.capabilities import (
     HOSTNAME_LABEL,
     ZONE_LABEL,
@@ -9,9 +11,16 @@ from trainjob_conformance.cluster.capabilities import (
     discover_topology,
     free_cpu,
     largest_fitting_request,
+    normalized_image,
     splitting_label,
 )
 from trainjob_conformance.cluster.embedded.nodes import BLOCK_LABEL, RACK_LABEL, node_manifests
+from trainjob_conformance.cluster.handle import (
+    IMAGES_PRELOADED,
+    IMAGES_PULLED,
+    IMAGES_SIMULATED,
+    ClusterHandle,
+)
 
 
 def nodes_of(manifests: list[dict]) -> list[Node]:
@@ -116,3 +125,28 @@ def test_the_largest_fitting_request_packs_pods_onto_the_free_nodes() -> None:
     assert largest_fitting_request([1000, 700], pods=2, at_most=2000) == 700
     assert largest_fitting_request([1000, 300], pods=2, at_most=2000) == 500
     assert largest_fitting_request([1, 0, -200], pods=2, at_most=2000) == 0
+
+
+def test_images_are_compared_as_the_kubelet_names_them() -> None:
+    assert normalized_image("busybox") == "docker.io/library/busybox:latest"
+    assert normalized_image("pytorch/pytorch:2.13") == "docker.io/pytorch/pytorch:2.13"
+    assert normalized_image("registry.k8s.io/pause:3.10") == "registry.k8s.io/pause:3.10"
+    assert normalized_image("localhost/a@sha256:00") == "localhost/a@sha256:00"
+    assert normalized_image("tjc.local/kueue/kueue:v1") == "tjc.local/kueue/kueue:v1"
+
+
+def test_a_cluster_runs_an_image_it_pulls_holds_or_only_simulates() -> None:
+    node = _node("a", "2")
+    node["status"]["images"] = [{"names": ["registry.k8s.io/pause:3.10", "docker.io/x@sha256:1"]}]
+    kube = _Listing([node], [])
+
+    def handle(supply: str) -> ClusterHandle:
+        found = ClusterHandle("p", Path("k"), {}, image_supply=supply)
+        found._kube = kube  # type: ignore[assignment]
+        return found
+
+    assert handle(IMAGES_PRELOADED).can_run_image("registry.k8s.io/pause:3.10")
+    assert not handle(IMAGES_PRELOADED).can_run_image("pytorch/pytorch:2.13")
+    assert handle(IMAGES_PULLED).can_run_image("pytorch/pytorch:2.13")
+    assert handle(IMAGES_SIMULATED).can_run_image("pytorch/pytorch:2.13")
+    assert ClusterHandle.from_json(handle(IMAGES_PRELOADED).to_json()).image_supply == "preloaded"

@@ -104,6 +104,30 @@ def largest_fitting_request(free: list[int], pods: int, at_most: int) -> int:
     return max((c for c in candidates if 0 < c <= at_most and fits(c)), default=0)
 
 
+def normalized_image(image: str) -> str:
+    """An image reference as the kubelet reports it: Docker Hub's implied registry and
+    `library/` spelled out, `:latest` where no tag or digest is given."""
+    first, _, rest = image.partition("/")
+    if not rest:
+        image = f"docker.io/library/{image}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        image = f"docker.io/{image}"
+    if "@" not in image and ":" not in image.rsplit("/", 1)[-1]:
+        image += ":latest"
+    return image
+
+
+def node_images(kube: Kube) -> set[str]:
+    """Every image name the schedulable nodes report holding (Node status.images)."""
+    return {
+        normalized_image(name)
+        for n in kube.list(*NODE)
+        if _schedulable(n)
+        for held in (n.get("status") or {}).get("images") or []
+        for name in held.get("names") or []
+    }
+
+
 def _is_topology_key(key: str) -> bool:
     return key in (REGION_LABEL, ZONE_LABEL, HOSTNAME_LABEL) or "topology" in key.split("/")[-1]
 

@@ -25,7 +25,7 @@ from trainjob_conformance.cluster.embedded.manifests import (
     webhook_configurations,
 )
 from trainjob_conformance.cluster.embedded.tasks import TaskGroup
-from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.handle import IMAGES_SIMULATED, ClusterHandle
 from trainjob_conformance.cluster.health.phases import PHASES_FILE, PhaseClock
 from trainjob_conformance.cluster.health.readiness import (
     established_condition,
@@ -180,6 +180,7 @@ class EmbeddedStackCluster:
             profile=self.profile.name,
             run_dir=self.run_dir,
             health_file=self.watch.path,
+            image_supply=IMAGES_SIMULATED,
         )
         self._write_state(handle)
         say(

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, IMAGES_PULLED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
 from trainjob_conformance.cluster.health.readiness import standard_probes, wait_for_admission
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
@@ -265,6 +265,8 @@ class KindStackCluster:
             profile=self.profile.name,
             run_dir=self.run_dir,
             images=dict(self.images),
+            # Local images reach the node by `kind load`; nothing else can be pulled.
+            image_supply=IMAGES_PRELOADED if self.image_source == "local" else IMAGES_PULLED,
         )
         handle.controller_pods = {n: (ns, sel) for n, (ns, _, sel) in CONTROLLERS.items()}
         probes = [
