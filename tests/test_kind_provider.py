@@ -91,6 +91,11 @@ def test_install_plan_applies_each_manifest_and_waits_for_each_controller():
         "apply --server-side -f /m/latest/kueue.yaml",
         "-n kueue-system rollout status deployment/kueue-controller-manager --timeout=300s",
     ]
+    operator = InstallStep("training-operator", "training-operator", Path("/m/to.yaml"))
+    assert [" ".join(args) for args in kind.install_plan([operator])] == [
+        "apply --server-side -f /m/to.yaml",
+        "-n kubeflow rollout status deployment/training-operator --timeout=300s",
+    ]
 
 
 def test_kueue_is_scoped_away_from_trainer_only_namespaces_as_its_helm_chart_does():

@@ -44,6 +44,8 @@ RELEASE_IMAGES = {
     "trainer": "ghcr.io/kubeflow/trainer/trainer-controller-manager",
 }
 _TRAINER_MANAGER_OVERLAY = "manifests/overlays/manager"
+# The previous generation's install without Kubeflow (its README's standalone).
+_TRAINING_OPERATOR_OVERLAY = "manifests/overlays/standalone"
 _THIRD_PARTY_JOBSET = "../../third-party/jobset"
 _KUEUE_CONFIG = ("kueue-manager-config", "controller_manager_config.yaml")
 # Part of the cache key: bump it when what is written for the same releases changes
@@ -92,8 +94,9 @@ def _with_release_image(
     if local is not None:
         containers[0]["image"] = local[component]
         containers[0]["imagePullPolicy"] = "IfNotPresent"
-    else:
+    elif component in RELEASE_IMAGES:
         containers[0]["image"] = f"{RELEASE_IMAGES[component]}:{tag}"
+    # else: the overlay's own image (the training-operator's names a commit, not the tag)
     return documents
 
 
@@ -209,6 +212,20 @@ def kind_install_steps(
             ),
         ),
     ]
+    if "training-operator" in versions:
+        operator = module_source("training-operator", versions["training-operator"])
+        plan.append(
+            (
+                "training-operator",
+                "training-operator",
+                lambda: _with_release_image(
+                    _kustomize(kubectl, operator / _TRAINING_OPERATOR_OVERLAY),
+                    "training-operator",
+                    versions["training-operator"],
+                    local,
+                ),
+            )
+        )
     steps = []
     for name, component, build in plan:
         path = workdir / f"{name}.yaml"
