@@ -6,8 +6,11 @@ from collections.abc import Callable
 
 import pytest
 
-from trainjob_conformance.cluster.capabilities import Topology
-from trainjob_conformance.kube.kinds import LOCAL_QUEUE
+from trainjob_conformance.cluster.capabilities import Topology, largest_fitting_request
+from trainjob_conformance.cluster.hold import HOLD_IMAGE
+from trainjob_conformance.kube.kinds import CLUSTER_TRAINING_RUNTIME, LOCAL_QUEUE
+from trainjob_conformance.kube.waits import NotYet, wait_for
+from trainjob_conformance.policies.runtimes import images_of, stand_in_copy
 from trainjob_conformance.policies.view import TrainJobView
 
 
@@ -20,6 +23,74 @@ def schedulable_nodes(trainjob_cluster) -> Callable[[int], set[str]]:
         if len(names) < count:
             pytest.skip(f"needs {count} schedulable nodes; the cluster has {len(names)}")
         return names
+
+    return need
+
+
+# Below this a CPU request says little; a cluster with less room skips.
+MIN_POD_CPU = 10  # millicores
+# A Pod's default termination grace (30 s) and then some.
+TERMINATING_BOUND = 45.0
+
+
+@pytest.fixture
+def cpu_room(trainjob_cluster) -> Callable[..., int]:
+    """A per-Pod CPU request (millicores, at most `at_most`) with which `pods` Pods run at
+    once on the schedulable nodes' free CPU; skips when the cluster cannot fit them.
+
+    `share` leaves room for that many tests doing the same at once: each sizes
+    its Pods from the same free CPU, read before any of them created Pods.
+    Terminating Pods (an earlier test's) still hold their CPU for the
+    scheduler: sized as if they were gone, then waited for while they hold
+    what is needed.
+    """
+
+    def need(pods: int, at_most: int, share: int = 1) -> int:
+        settled = trainjob_cluster.free_cpu(settled=True)
+        request = largest_fitting_request([c // share for c in settled.values()], pods, at_most)
+        if request < MIN_POD_CPU:
+            pytest.skip(
+                f"needs {pods} Pods of {MIN_POD_CPU}m CPU or more running at once "
+                f"({share} such tests at a time); the schedulable nodes have {settled} "
+                "millicores free"
+            )
+
+        def room() -> dict[str, int] | NotYet:
+            free = trainjob_cluster.free_cpu()
+            fits = largest_fitting_request([c // share for c in free.values()], pods, request)
+            return free if fits == request else NotYet(f"millicores free now: {free}")
+
+        wait_for(
+            f"CPU for {pods} Pods of {request}m (x{share}) once terminating Pods are gone",
+            room,
+            timeout=TERMINATING_BOUND,
+        )
+        return request
+
+    return need
+
+
+@pytest.fixture
+def runnable_runtime(trainjob_cluster, trainjob_view: TrainJobView) -> Callable[[str], str]:
+    """The name of the ClusterTrainingRuntime `name` where the nodes can run its images;
+    else of a copy of it for this test whose containers run the harness's test image
+    and exit 0 (policies/runtimes.py). Skips when the nodes cannot run that either."""
+
+    def need(name: str) -> str:
+        runtime = trainjob_cluster.kube.get(*CLUSTER_TRAINING_RUNTIME, name)
+        missing = [i for i in images_of(runtime) if not trainjob_cluster.can_run_image(i)]
+        if not missing:
+            return name
+        if not trainjob_cluster.can_run_image(HOLD_IMAGE):
+            pytest.skip(
+                f"the nodes cannot get {missing} (runtime {name}) nor the harness's test "
+                f"image {HOLD_IMAGE} (images: {trainjob_cluster.image_supply})"
+            )
+        stand_in = f"{trainjob_view.namespace}-{name}"
+        trainjob_view.create(
+            stand_in_copy(runtime, stand_in, HOLD_IMAGE, trainjob_cluster.can_run_image)
+        )
+        return stand_in
 
     return need
 

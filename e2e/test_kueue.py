@@ -7,7 +7,6 @@ import base64
 import pytest
 from kubernetes.utils import parse_quantity
 
-from trainjob_conformance.cluster.embedded.manifests import KUEUE_NAMESPACE
 from trainjob_conformance.kube.kinds import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,
@@ -122,26 +121,37 @@ def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
         assert node["labels"].get(key) == value, f"{name} runs on {node['name']}"
 
 
-def fill_the_quota(view, runtime, queue):
-    """The first TrainJob takes the whole 4-CPU quota; the second does not fit."""
-    submit(view, runtime, queue, "first")
-    wait_running(view, "first", 2)
-    submit(view, runtime, queue, "second")
+# The quota policies' TrainJobs: 2 Pods each, of as much CPU as the nodes can run
+# (2 CPU at most), leaving room for both policies at once on two pytest workers.
+QUOTA_PODS = 2
+QUOTA_POD_CPU = 2000  # millicores
+QUOTA_TESTS = 2
+
+
+def fill_the_quota(view, runtime, kueue_queue, cpu_room):
+    """A queue whose CPU quota is exactly one TrainJob's: the first takes all of it and
+    runs, the second does not fit. The Pods are sized to what the nodes have free, so
+    node capacity holds back neither TrainJob: only the quota can hold the second."""
+    per_pod = cpu_room(QUOTA_PODS, QUOTA_POD_CPU, share=QUOTA_TESTS)
+    queue = kueue_queue(cpu=f"{QUOTA_PODS * per_pod}m")
+    resources = {"requests": {"cpu": f"{per_pod}m", "memory": "1Gi"}}
+    submit(view, runtime, queue, "first", QUOTA_PODS, resources)
+    wait_running(view, "first", QUOTA_PODS)
+    submit(view, runtime, queue, "second", QUOTA_PODS, resources)
     return wait_pending_for_quota(view, "second")
 
 
 @pytest.mark.policy("KQ-QUOTA-001")
 def test_trainjob_beyond_quota_waits_suspended_without_pods(
-    trainjob_view, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue, cpu_room
 ):
     view = trainjob_view
-    queue = kueue_queue(cpu="4")
     # Judged over the whole window, not only at its end: Kueue suspending the
     # TrainJob again after it ran would leave the same end state.
     trainjobs_since = resource_version(view, TRAINJOB)
     pods_since = resource_version(view, POD)
 
-    pending = fill_the_quota(view, training_runtime(hold=True), queue)
+    pending = fill_the_quota(view, training_runtime(hold=True), kueue_queue, cpu_room)
 
     stored = replay(view, TRAINJOB, trainjobs_since, field_selector="metadata.name=second")
     assert stored, "the API server replayed no version of TrainJob second"
@@ -160,17 +170,16 @@ def test_trainjob_beyond_quota_waits_suspended_without_pods(
 
 @pytest.mark.policy("KQ-QUOTA-002")
 def test_waiting_trainjob_runs_once_the_first_finishes(
-    trainjob_view, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue, cpu_room
 ):
     view = trainjob_view
-    queue = kueue_queue(cpu="4")
-    fill_the_quota(view, training_runtime(hold=True), queue)
+    fill_the_quota(view, training_runtime(hold=True), kueue_queue, cpu_room)
 
     release_held_pods(view, "first")
     view.wait_for_condition(TRAINJOB, "first", "Complete", timeout=90)
 
     admitted(view, wait_workload(view, "second")["metadata"]["name"])
-    wait_running(view, "second", 2)
+    wait_running(view, "second", QUOTA_PODS)
 
 
 # Kueue's topology ungater lists the Pods of a PodSet by this label
@@ -397,7 +406,7 @@ def multikueue_check(view, worker_name, kubeconfig_path=None):
     secret = None
     if kubeconfig_path is not None:
         secret = worker_name
-        view.create(kubeconfig_secret(secret, kubeconfig_path))
+        view.create(kubeconfig_secret(secret, view.cluster.kueue_namespace, kubeconfig_path))
     for manifest in view.templates.render(
         "multikueue", name=view.namespace, clusters=[worker_name], kubeconfig_secret=secret or ""
     ):
@@ -405,11 +414,11 @@ def multikueue_check(view, worker_name, kubeconfig_path=None):
     return view.namespace
 
 
-def kubeconfig_secret(name, kubeconfig_path):
+def kubeconfig_secret(name, namespace, kubeconfig_path):
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": KUEUE_NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "data": {"kubeconfig": base64.b64encode(flattened(kubeconfig_path).encode()).decode()},
     }
 

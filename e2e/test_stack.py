@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from trainjob_conformance.cluster.health.readiness import TORCH_RUNTIME
+from trainjob_conformance.cluster.introspect import TRAINER_VALIDATOR, validators_naming
 from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
 from trainjob_conformance.policies.admission import rejection_of
 from trainjob_conformance.policies.jobs import jobs_of
@@ -13,10 +15,14 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.policy("TJ-STACK-001")
-def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view, schedulable_nodes):
+def test_trainjob_on_torch_distributed_runs_to_completion(
+    trainjob_view, schedulable_nodes, runnable_runtime
+):
     view = trainjob_view
     nodes = schedulable_nodes(1)
-    view.create_trainjob("smoke", num_nodes=2)
+    # The release's runtime; where the nodes cannot get its image, the same runtime
+    # running the harness's test image (the policy is the wiring, not PyTorch).
+    view.create_trainjob("smoke", runtime=runnable_runtime(TORCH_RUNTIME), num_nodes=2)
 
     jobset = view.wait("JobSet smoke", lambda: view.find(JOBSET, "smoke"))
     owners = jobset["metadata"].get("ownerReferences") or []
@@ -39,14 +45,27 @@ def test_trainjob_on_torch_distributed_runs_to_completion(trainjob_view, schedul
 def test_trainjob_naming_missing_runtime_is_rejected_by_trainer_webhook(
     trainjob_view, trainjob_templates
 ):
-    manifest = trainjob_templates.render_one(
-        "trainjob", name="orphan", namespace=trainjob_view.namespace, runtime="no-such-runtime"
+    view = trainjob_view
+    # The API server calls validating webhooks in parallel and reports the first
+    # denial: another TrainJob validator judging this Trainer-only namespace
+    # (Kueue's, when Kueue is not scoped away from it) may answer instead.
+    judging = validators_naming(
+        view.kube, "trainer.kubeflow.org", "trainjobs", "CREATE", view.namespace
     )
-    refused = rejection_of(lambda: trainjob_view.create(manifest))
+    others = [name for name in judging if name != TRAINER_VALIDATOR]
+    if others:
+        pytest.skip(
+            f"needs a namespace where only the Trainer validates TrainJobs; here {others} "
+            "judge them too (scope Kueue with managedJobsNamespaceSelector, see docs/clusters.md)"
+        )
+    manifest = trainjob_templates.render_one(
+        "trainjob", name="orphan", namespace=view.namespace, runtime="no-such-runtime"
+    )
+    refused = rejection_of(lambda: view.create(manifest))
 
     assert refused.status == 403, refused
     assert refused.message.startswith(
-        'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request'
+        f'admission webhook "{TRAINER_VALIDATOR}" denied the request'
     ), refused
     assert "must be created before the TrainJob is created" in refused.message, refused
-    assert trainjob_view.find(TRAINJOB, "orphan") is None
+    assert view.find(TRAINJOB, "orphan") is None

@@ -31,6 +31,7 @@ def archived_run(directory, *results, started="2026-11-22T00:00:00Z"):
         {"trainer": "v2.3.0"},
         "trainjob-conformance run --profile latest",
         {"policies.yaml": catalog},
+        images={"source": "local", "tjc.local/kueue/kueue:v0.19.2": "sha256:ab"},
     )
 
 
@@ -53,6 +54,7 @@ def test_the_archive_holds_results_reports_diagnostics_versions_command_and_cata
     ]
     assert versions["cluster"] == {"trainer": "v2.3.0"}
     assert versions["profile"] == "latest"
+    assert versions["images"] == {"source": "local", "tjc.local/kueue/kueue:v0.19.2": "sha256:ab"}
     assert command == "trainjob-conformance run --profile latest\n"
 
 

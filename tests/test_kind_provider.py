@@ -6,9 +6,13 @@ import stat
 from pathlib import Path
 
 import pytest
+import yaml
 
+from trainjob_conformance.cluster.kind import manifests
 from trainjob_conformance.cluster.kind import provider as kind
 from trainjob_conformance.cluster.kind.manifests import InstallStep
+from trainjob_conformance.cluster.kueue import KUEUE_MANAGED_NAMESPACES
+from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import load_profile
 
 STAND_IN_KIND = r"""#!/usr/bin/env bash
@@ -87,3 +91,45 @@ def test_install_plan_applies_each_manifest_and_waits_for_each_controller():
         "apply --server-side -f /m/latest/kueue.yaml",
         "-n kueue-system rollout status deployment/kueue-controller-manager --timeout=300s",
     ]
+    operator = InstallStep("training-operator", "training-operator", Path("/m/to.yaml"))
+    assert [" ".join(args) for args in kind.install_plan([operator])] == [
+        "apply --server-side -f /m/to.yaml",
+        "-n kubeflow rollout status deployment/training-operator --timeout=300s",
+    ]
+
+
+def test_kueue_is_scoped_away_from_trainer_only_namespaces_as_its_helm_chart_does():
+    def webhook(name, group, scoped=True):
+        found = {"name": name, "rules": [{"apiGroups": [group], "resources": ["x"]}]}
+        if scoped:
+            found["namespaceSelector"] = {"matchExpressions": []}
+        return found
+
+    config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: q\n"
+    documents = [
+        {
+            "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config"},
+            "data": {"controller_manager_config.yaml": config},
+        },
+        {
+            "kind": "ValidatingWebhookConfiguration",
+            "webhooks": [
+                webhook("vtrainjob.kb.io", "trainer.kubeflow.org"),
+                webhook("vpod.kb.io", ""),
+                webhook("vworkload.kb.io", "kueue.x-k8s.io", scoped=False),
+            ],
+        },
+    ]
+
+    scoped = manifests._kueue_scoped(documents)
+
+    written = yaml.safe_load(scoped[0]["data"]["controller_manager_config.yaml"])
+    assert written["namespace"] == "q"
+    assert written["managedJobsNamespaceSelector"] == KUEUE_MANAGED_NAMESPACES
+    trainjob, pod, workload = scoped[1]["webhooks"]
+    assert trainjob["namespaceSelector"] == KUEUE_MANAGED_NAMESPACES
+    assert pod["namespaceSelector"] == KUEUE_MANAGED_NAMESPACES
+    assert "namespaceSelector" not in workload
+    with pytest.raises(ConformanceError, match="kueue-manager-config"):
+        manifests._kueue_scoped(documents[1:])

@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from trainjob_conformance.cluster.embedded import manifests
+from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 
 CA = b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"
@@ -107,7 +108,7 @@ def test_kueue_job_integrations_skip_system_namespaces_but_core_webhooks_do_not(
     assert by_name["operator"] == "NotIn"
     assert by_name["values"] == ["kube-system", "kueue-system"]
     assert opt_out == {
-        "key": manifests.KUEUE_MANAGED_LABEL,
+        "key": KUEUE_MANAGED_LABEL,
         "operator": "NotIn",
         "values": ["false"],
     }

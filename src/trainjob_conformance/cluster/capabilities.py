@@ -13,8 +13,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from trainjob_conformance.kube.client import Kube
-from trainjob_conformance.kube.kinds import NODE
+from trainjob_conformance.kube.kinds import NODE, POD
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -47,6 +49,83 @@ def schedulable_nodes(kube: Kube) -> list[Node]:
         for n in kube.list(*NODE)
         if _schedulable(n)
     ]
+
+
+def _millicpu(quantity: object) -> int:
+    return int(parse_quantity(str(quantity)) * 1000)
+
+
+def _pod_cpu_request(pod: dict[str, Any]) -> int:
+    """What the scheduler counts for a Pod: its containers' requests, or its largest
+    init container's when that is more."""
+    spec = pod.get("spec") or {}
+
+    def request(container: dict[str, Any]) -> int:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        return _millicpu(requests.get("cpu", "0"))
+
+    running = sum(request(c) for c in spec.get("containers") or [])
+    return max([running, *(request(c) for c in spec.get("initContainers") or [])])
+
+
+def free_cpu(kube: Kube, settled: bool = False) -> dict[str, int]:
+    """Schedulable node -> millicores of allocatable CPU no bound, unfinished Pod requests.
+
+    Read from the live nodes and Pods: a real node's allocatable is the host's
+    CPUs, much of it requested by the control plane and the controllers. The
+    scheduler counts a terminating Pod until it is gone; `settled` leaves those
+    out, to say what the nodes will have once they are.
+    """
+    nodes = {
+        n["metadata"]["name"]: _millicpu(
+            ((n.get("status") or {}).get("allocatable") or {}).get("cpu", "0")
+        )
+        for n in kube.list(*NODE)
+        if _schedulable(n)
+    }
+    for pod in kube.list(*POD):
+        node = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if settled and pod["metadata"].get("deletionTimestamp"):
+            continue
+        if node in nodes and phase not in ("Succeeded", "Failed"):
+            nodes[node] -= _pod_cpu_request(pod)
+    return nodes
+
+
+def largest_fitting_request(free: list[int], pods: int, at_most: int) -> int:
+    """The largest per-Pod CPU request (millicores, <= at_most) with which `pods` Pods
+    fit on nodes with these free millicores; 0 when even 1m does not fit."""
+
+    def fits(request: int) -> bool:
+        return sum(max(room, 0) // request for room in free) >= pods
+
+    candidates = {at_most} | {room // k for room in free for k in range(1, pods + 1)}
+    return max((c for c in candidates if 0 < c <= at_most and fits(c)), default=0)
+
+
+def normalized_image(image: str) -> str:
+    """An image reference as the kubelet reports it: Docker Hub's implied registry and
+    `library/` spelled out, `:latest` where no tag or digest is given."""
+    first, _, rest = image.partition("/")
+    if not rest:
+        image = f"docker.io/library/{image}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        image = f"docker.io/{image}"
+    if "@" not in image and ":" not in image.rsplit("/", 1)[-1]:
+        image += ":latest"
+    return image
+
+
+def node_images(kube: Kube) -> set[str]:
+    """Every image name the schedulable nodes report holding (Node status.images)."""
+    return {
+        normalized_image(name)
+        for n in kube.list(*NODE)
+        if _schedulable(n)
+        for held in (n.get("status") or {}).get("images") or []
+        for name in held.get("names") or []
+    }
 
 
 def _is_topology_key(key: str) -> bool:

@@ -9,11 +9,19 @@ from trainjob_conformance.cluster.capabilities import (
     Node,
     Topology,
     discover_topology,
+    free_cpu,
+    node_images,
+    normalized_image,
     schedulable_nodes,
     splitting_label,
 )
 from trainjob_conformance.cluster.health.stack_watch import StackHealth
+from trainjob_conformance.cluster.kueue import KUEUE_NAMESPACE
 from trainjob_conformance.kube.client import Kube, api_client_for
+
+IMAGES_PULLED = "pulled"
+IMAGES_PRELOADED = "preloaded"
+IMAGES_SIMULATED = "simulated"
 
 
 @dataclass
@@ -37,6 +45,10 @@ class ClusterHandle:
     # Where the cluster's images came from (kind: local or upstream) and which ran:
     # image name -> image ID, for reports.
     images: dict[str, str] = field(default_factory=dict)
+    # How the nodes get the images a Pod names: IMAGES_PULLED (from registries),
+    # IMAGES_PRELOADED (only those already on the nodes: no registry is reachable),
+    # IMAGES_SIMULATED (no container runs: kwok's nodes).
+    image_supply: str = IMAGES_PULLED
     _kube: Kube | None = None
     _health: StackHealth | None = None
 
@@ -52,9 +64,30 @@ class ClusterHandle:
             self._kube = Kube(api_client_for(self.kubeconfig))
         return self._kube
 
+    @property
+    def kueue_namespace(self) -> str:
+        """Where Kueue runs (it reads MultiKueue's kubeconfig Secrets there): the namespace
+        of its controller where the provider found one, else upstream's default, which
+        the embedded cluster's host-process Kueue is configured with."""
+        return self.controller_pods.get("kueue", (KUEUE_NAMESPACE, ""))[0]
+
     def schedulable_nodes(self) -> list[Node]:
         """Ready nodes a plain Pod can land on, read from the cluster now."""
         return schedulable_nodes(self.kube)
+
+    def free_cpu(self, settled: bool = False) -> dict[str, int]:
+        """Schedulable node -> millicores of CPU that Pods have not requested, read now;
+        `settled`: once the terminating Pods are gone."""
+        return free_cpu(self.kube, settled)
+
+    def can_run_image(self, image: str) -> bool:
+        """Whether a Pod naming `image` gets it: on nodes that run no container any
+        image does; on nodes without a registry only the images they hold."""
+        if self.image_supply == IMAGES_SIMULATED:
+            return True
+        return self.image_supply == IMAGES_PULLED or normalized_image(image) in node_images(
+            self.kube
+        )
 
     def topology(self) -> Topology | None:
         """The node-label topology of the schedulable nodes, if they have one."""
@@ -86,6 +119,7 @@ class ClusterHandle:
             "log_files": {name: str(path) for name, path in self.log_files.items()},
             "health_file": str(self.health_file) if self.health_file else "",
             "images": dict(self.images),
+            "image_supply": self.image_supply,
         }
 
     @classmethod
@@ -103,6 +137,7 @@ class ClusterHandle:
             run_dir=Path(str(data["run_dir"])) if data.get("run_dir") else None,
             health_file=Path(str(data["health_file"])) if data.get("health_file") else None,
             images={str(k): str(v) for k, v in dict(data.get("images") or {}).items()},  # type: ignore[call-overload]
+            image_supply=str(data.get("image_supply") or IMAGES_PULLED),
             controller_pods={
                 str(k): (str(v[0]), str(v[1]))
                 for k, v in dict(data.get("controller_pods") or {}).items()  # type: ignore[call-overload]

@@ -9,9 +9,12 @@ from typing import Any
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import NotFound
-from trainjob_conformance.kube.kinds import CRD
+from trainjob_conformance.kube.kinds import CRD, NAMESPACE, VALIDATING_WEBHOOKS
 
 TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
+# The Trainer's TrainJob validator: this name in the webhook manifests and the
+# Helm chart of every v2 release (v2.0.1 to v2.3.0).
+TRAINER_VALIDATOR = "validator.trainjob.trainer.kubeflow.org"
 
 
 def trainjob_spec_properties(kube: Kube) -> dict[str, Any]:
@@ -130,3 +133,56 @@ def pod_log_tailer(kube: Kube, pods: dict[str, tuple[str, str]]) -> Callable[[st
         )
 
     return tail
+
+
+def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """A label selector (matchLabels, matchExpressions) against labels; none selects all."""
+    selector = selector or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression["key"], expression["operator"]
+        values = expression.get("values") or []
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _rule_covers(rule: dict[str, Any], group: str, resource: str, operation: str) -> bool:
+    def has(field: str, value: str) -> bool:
+        return bool({value, "*"} & set(rule.get(field) or []))
+
+    return has("apiGroups", group) and has("resources", resource) and has("operations", operation)
+
+
+def validators_naming(
+    kube: Kube, group: str, resource: str, operation: str, namespace: str
+) -> list[str]:
+    """The validating webhooks whose rules name this resource (not only "*") and that
+    judge `operation` on an unlabelled object of it in `namespace`, by the namespace's
+    labels: those whose denial the API server may report for it.
+
+    Read from the cluster, so that a policy about one webhook's answer can tell
+    when another would answer the same request (the API server calls them in
+    parallel and reports whichever denial comes first).
+    """
+    labels = dict(kube.get(*NAMESPACE, namespace)["metadata"].get("labels") or {})
+    names = []
+    for configuration in kube.list(*VALIDATING_WEBHOOKS):
+        for webhook in configuration.get("webhooks") or []:
+            rules = webhook.get("rules") or []
+            if not any(resource in (r.get("resources") or []) for r in rules):
+                continue
+            if not any(_rule_covers(r, group, resource, operation) for r in rules):
+                continue
+            if _selects(webhook.get("namespaceSelector"), labels) and _selects(
+                webhook.get("objectSelector"), {}
+            ):
+                names.append(webhook["name"])
+    return sorted(names)

@@ -43,6 +43,7 @@ CLUSTER_QUEUE = Kind(f"{KUEUE_GROUP}/{SERVED}", "ClusterQueue")
 ADMISSION_CHECK = Kind(f"{KUEUE_GROUP}/{SERVED}", "AdmissionCheck")
 RESOURCE_FLAVOR = Kind(f"{KUEUE_GROUP}/{SERVED}", "ResourceFlavor")
 CRD = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+VALIDATING_WEBHOOKS = Kind("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
 
 # What a policy's namespace holds, in the order a reader follows a TrainJob.
 TRAINJOB_CHAIN: tuple[Kind, ...] = (TRAINJOB, JOBSET, JOB, POD, WORKLOAD)

@@ -139,6 +139,7 @@ class PolicyResults:
             dict(handle.versions) if handle is not None else {},
             command,
             catalogs,
+            images=dict(handle.images) if handle is not None else None,
         )
         config.get_terminal_writer().line(f"results archive: {path}")
 
@@ -154,6 +155,12 @@ class PolicyResults:
             composed = describe(self.profile)
             versions += f" ({composed})" if composed else ""
             terminalreporter.write_line(f"cluster: {owner.handle.provider}; {versions}")
+            if owner.handle.images:
+                images = owner.handle.images
+                terminalreporter.write_line(
+                    f"images: {images.get('source', '?')}, {len(images) - 1} recorded "
+                    "with their IDs in the results archive (meta/versions.json)"
+                )
         if owner.startup_seconds is not None:
             terminalreporter.write_line(f"cluster start: {owner.startup_seconds:.1f}s")
         # A pack's namespaced IDs are longer than the project's.

@@ -42,8 +42,13 @@ def write_archive(
     versions: dict[str, str],
     command: str,
     catalogs: dict[str, Path],
+    images: dict[str, str] | None = None,
 ) -> Path:
-    """Pack what this profile's run wrote in `report_dir` (written whole, then renamed)."""
+    """Pack what this profile's run wrote in `report_dir` (written whole, then renamed).
+
+    `images`: where the cluster's images came from (`source`) and, where the
+    provider knows them, each image's ID (a content digest), in versions.json.
+    """
     members: list[tuple[Path, str]] = []
     for name in (f"{profile}.json", f"{profile}-junit.xml", "conformance.md", "conformance.html"):
         if (report_dir / name).is_file():
@@ -58,7 +63,13 @@ def write_archive(
     members += [(path, f"catalog/{label}") for label, path in catalogs.items() if path.is_file()]
     generated = {
         "meta/versions.json": json.dumps(
-            {"harness": __version__, "profile": profile, "cluster": versions}, indent=2
+            {
+                "harness": __version__,
+                "profile": profile,
+                "cluster": versions,
+                **({"images": images} if images else {}),
+            },
+            indent=2,
         ),
         "meta/command.txt": command + "\n",
     }

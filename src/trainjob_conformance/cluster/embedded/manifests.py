@@ -18,7 +18,11 @@ from typing import Any
 
 import yaml
 
-from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
+from trainjob_conformance.cluster.kueue import (
+    KUEUE_MANAGED_NAMESPACES,
+    is_job_integration,
+    webhook_groups,
+)
 from trainjob_conformance.cluster.serving.ports import LOOPBACK
 from trainjob_conformance.errors import ConformanceError
 
@@ -27,25 +31,9 @@ Manifest = dict[str, Any]
 # which the pure-Python loader takes seconds to read (ten times longer).
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-KUEUE_NAMESPACE = "kueue-system"
-KUEUE_MANAGED_NAMESPACES: dict[str, Any] = {
-    "matchExpressions": [
-        {
-            "key": "kubernetes.io/metadata.name",
-            "operator": "NotIn",
-            "values": ["kube-system", KUEUE_NAMESPACE],
-        },
-        {"key": KUEUE_MANAGED_LABEL, "operator": "NotIn", "values": ["false"]},
-    ]
-}
 # The Kueue frameworks the harness enables; their webhooks are registered, others not.
 KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
 _KUEUE_API_GROUPS = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "trainer.kubeflow.org"}
-_KUEUE_INTEGRATION_GROUPS = {"batch", "jobset.x-k8s.io", "trainer.kubeflow.org"}
-
-
-def _webhook_groups(webhook: Manifest) -> set[str]:
-    return {group for rule in webhook.get("rules", []) for group in rule.get("apiGroups", [])}
 
 
 def _keep_all(webhook: Manifest) -> bool:
@@ -53,7 +41,7 @@ def _keep_all(webhook: Manifest) -> bool:
 
 
 def _kueue_enabled(webhook: Manifest) -> bool:
-    groups = _webhook_groups(webhook)
+    groups = webhook_groups(webhook)
     return bool(groups) and groups <= _KUEUE_API_GROUPS
 
 
@@ -79,7 +67,7 @@ def _kueue_selectors(webhook: Manifest) -> dict[str, Any]:
     # Upstream's kustomization gives job integrations a namespaceSelector that
     # skips kube-system and Kueue's namespace; its Helm chart derives it from
     # managedJobsNamespaceSelector, as the harness does.
-    if _webhook_groups(webhook) & _KUEUE_INTEGRATION_GROUPS:
+    if is_job_integration(webhook):
         return {"namespaceSelector": KUEUE_MANAGED_NAMESPACES}
     return {}
 

@@ -20,13 +20,12 @@ from trainjob_conformance.cluster.embedded.host_controllers import (
 )
 from trainjob_conformance.cluster.embedded.isolated_managers import starter_for
 from trainjob_conformance.cluster.embedded.manifests import (
-    KUEUE_NAMESPACE,
     crds,
     load_documents,
     webhook_configurations,
 )
 from trainjob_conformance.cluster.embedded.tasks import TaskGroup
-from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.handle import IMAGES_SIMULATED, ClusterHandle
 from trainjob_conformance.cluster.health.phases import PHASES_FILE, PhaseClock
 from trainjob_conformance.cluster.health.readiness import (
     established_condition,
@@ -43,6 +42,7 @@ from trainjob_conformance.cluster.health.stack_watch import (
     tls_endpoint_probe,
 )
 from trainjob_conformance.cluster.isolation.netns import require_namespaces
+from trainjob_conformance.cluster.kueue import KUEUE_NAMESPACE
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.cluster.run_state import STATE_FILE
 from trainjob_conformance.cluster.serving.certs import CertificateAuthority
@@ -180,6 +180,7 @@ class EmbeddedStackCluster:
             profile=self.profile.name,
             run_dir=self.run_dir,
             health_file=self.watch.path,
+            image_supply=IMAGES_SIMULATED,
         )
         self._write_state(handle)
         say(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainjob_conformance.cluster.health.phases import PhaseClock
+from trainjob_conformance.cluster.introspect import TRAINER_VALIDATOR
 from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
@@ -27,7 +28,6 @@ PROBE_NAMESPACE = "default"
 # runs where Kueue does not look, so only the Trainer can answer it.
 UNMANAGED_PROBE_NAMESPACE = "trainjob-conformance-probe"
 MISSING_RUNTIME = "trainjob-conformance-no-such-runtime"
-TRAINER_VALIDATOR = "validator.trainjob.trainer.kubeflow.org"
 TORCH_RUNTIME = "torch-distributed"
 # kube-apiserver holds a create of a custom resource for 2 s when the kind's
 # CRD became Established less than 2 s before, by the condition's

@@ -12,6 +12,12 @@ One deliberate difference: the Trainer's manager overlay also pulls JobSet's
 release manifests from GitHub (`third-party/jobset`; its own comment says to
 drop it when JobSet is installed separately). JobSet is installed first from
 its own sources here, so that line is left out.
+
+And one setting: Kueue is scoped away from the harness's Trainer-only
+namespaces as its Helm chart scopes it (cluster/kueue.py): the configuration's
+`managedJobsNamespaceSelector`, and the same selector on the webhooks that
+`config/default` already scopes by namespace. The embedded cluster configures
+Kueue the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from trainjob_conformance.cluster.kueue import KUEUE_MANAGED_NAMESPACES, is_job_integration
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.stack.gobuild import module_source
@@ -37,7 +44,13 @@ RELEASE_IMAGES = {
     "trainer": "ghcr.io/kubeflow/trainer/trainer-controller-manager",
 }
 _TRAINER_MANAGER_OVERLAY = "manifests/overlays/manager"
+# The previous generation's install without Kubeflow (its README's standalone).
+_TRAINING_OPERATOR_OVERLAY = "manifests/overlays/standalone"
 _THIRD_PARTY_JOBSET = "../../third-party/jobset"
+_KUEUE_CONFIG = ("kueue-manager-config", "controller_manager_config.yaml")
+# Part of the cache key: bump it when what is written for the same releases changes
+# (r2: Kueue scoped away from Trainer-only namespaces).
+_RECIPE = "r2"
 
 
 @dataclass(frozen=True)
@@ -81,8 +94,29 @@ def _with_release_image(
     if local is not None:
         containers[0]["image"] = local[component]
         containers[0]["imagePullPolicy"] = "IfNotPresent"
-    else:
+    elif component in RELEASE_IMAGES:
         containers[0]["image"] = f"{RELEASE_IMAGES[component]}:{tag}"
+    # else: the overlay's own image (the training-operator's names a commit, not the tag)
+    return documents
+
+
+def _kueue_scoped(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Kueue's documents with the managed namespaces of cluster/kueue.py, set as its Helm
+    chart sets them: in the configuration and on the job integrations' webhooks."""
+    name, key = _KUEUE_CONFIG
+    configs = [d for d in documents if d["kind"] == "ConfigMap" and d["metadata"]["name"] == name]
+    if len(configs) != 1 or key not in configs[0].get("data", {}):
+        raise ConformanceError(f"Kueue's manifests have no ConfigMap {name} with {key}")
+    config = yaml.safe_load(configs[0]["data"][key])
+    config["managedJobsNamespaceSelector"] = KUEUE_MANAGED_NAMESPACES
+    configs[0]["data"][key] = yaml.safe_dump(config, sort_keys=False)
+    for document in documents:
+        if document["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            for webhook in document.get("webhooks") or []:
+                # Those config/default scopes by namespace, as the chart does;
+                # Kueue's own kinds have no selector there and get none.
+                if is_job_integration(webhook) and "namespaceSelector" in webhook:
+                    webhook["namespaceSelector"] = KUEUE_MANAGED_NAMESPACES
     return documents
 
 
@@ -126,7 +160,7 @@ def kind_install_steps(
     workdir = (
         cache_root()
         / "kind-manifests"
-        / "-".join(f"{key}{versions[key]}" for key in ("jobset", "kueue", "trainer"))
+        / "-".join([*(f"{key}{versions[key]}" for key in ("jobset", "kueue", "trainer")), _RECIPE])
     )
     if local is not None:
         # Keyed by the image names too: manifests built for other local names
@@ -168,11 +202,30 @@ def kind_install_steps(
         (
             "kueue",
             "kueue",
-            lambda: _with_release_image(
-                _kustomize(kubectl, kueue / "config/default"), "kueue", versions["kueue"], local
+            lambda: _kueue_scoped(
+                _with_release_image(
+                    _kustomize(kubectl, kueue / "config/default"),
+                    "kueue",
+                    versions["kueue"],
+                    local,
+                )
             ),
         ),
     ]
+    if "training-operator" in versions:
+        operator = module_source("training-operator", versions["training-operator"])
+        plan.append(
+            (
+                "training-operator",
+                "training-operator",
+                lambda: _with_release_image(
+                    _kustomize(kubectl, operator / _TRAINING_OPERATOR_OVERLAY),
+                    "training-operator",
+                    versions["training-operator"],
+                    local,
+                ),
+            )
+        )
     steps = []
     for name, component, build in plan:
         path = workdir / f"{name}.yaml"

@@ -22,9 +22,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, IMAGES_PULLED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
-from trainjob_conformance.cluster.health.readiness import standard_probes, wait_for_admission
+from trainjob_conformance.cluster.health.readiness import (
+    standard_probes,
+    training_operator_probes,
+    wait_for_admission,
+)
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
 from trainjob_conformance.cluster.kind import config as kind_config
@@ -54,6 +58,12 @@ CONTROLLERS = {
         "app.kubernetes.io/name=trainer",
     ),
     "kueue": ("kueue-system", "kueue-controller-manager", "control-plane=controller-manager"),
+    # Only where the profile pins it (latest): its policies are skipped elsewhere.
+    "training-operator": (
+        "kubeflow",
+        "training-operator",
+        "control-plane=kubeflow-training-operator",
+    ),
 }
 _ROLLOUT_TIMEOUT = "300s"
 IMAGE_SOURCES = ("local", "upstream")
@@ -61,7 +71,12 @@ IMAGE_SOURCES = ("local", "upstream")
 
 # The install step after which each controller's rollout is awaited: the
 # Trainer needs the JobSet CRD; Kueue's TrainJob integration needs both.
-_ROLLOUT_AFTER = {"jobset": "jobset", "trainer-manager": "trainer", "kueue": "kueue"}
+_ROLLOUT_AFTER = {
+    "jobset": "jobset",
+    "trainer-manager": "trainer",
+    "kueue": "kueue",
+    "training-operator": "training-operator",
+}
 
 
 def install_plan(steps: list[InstallStep]) -> list[list[str]]:
@@ -118,6 +133,12 @@ class KindStackCluster:
         self.timings: dict[str, float] = {}
 
     @property
+    def controllers(self) -> list[str]:
+        """The controllers this cluster installs: the stack, and the training-operator
+        where the profile pins it."""
+        return [c for c in CONTROLLERS if c in self.profile.versions]
+
+    @property
     def kubeconfig(self) -> Path:
         return self.run_dir / "kind-kubeconfig.yaml"
 
@@ -169,7 +190,7 @@ class KindStackCluster:
         reclaim.reclaim_abandoned(self.run_dir.parent)
         versions = dict(self.profile.versions)
         binaries = build_node_binaries(self.profile)
-        for key in ("jobset", "kueue", "trainer"):
+        for key in self.controllers:
             binaries.update(build_component(key, versions[key]))
         kind_bin, kubectl = binaries["kind"], binaries["kubectl"]
         started = time.monotonic()
@@ -228,9 +249,10 @@ class KindStackCluster:
                 )  # fmt: skip
                 if result.returncode != 0:
                     raise ConformanceError(f"kind load {image} failed: {result.stderr.strip()}")
-        with step("building the release manifests of JobSet, Trainer and Kueue"):
+        names = ", ".join(self.controllers)
+        with step(f"building the release manifests of {names}"):
             steps = self.install_steps(self.profile, kubectl, local)
-        with step("installing JobSet, Trainer and Kueue from their release manifests"):
+        with step(f"installing {names} from their release manifests"):
             for args in install_plan(steps):
                 self._kubectl(kubectl, *args)
         self._timed("install", started)
@@ -253,20 +275,30 @@ class KindStackCluster:
         self.create_and_install()
         kube = Kube(api_client_for(self.kubeconfig))
         started = time.monotonic()
-        wait_for_admission(kube, standard_probes(), timeout=120, log_tails=lambda: "")
+        probes = standard_probes()
+        if "training-operator" in self.controllers:
+            probes += training_operator_probes()
+        wait_for_admission(kube, probes, timeout=120, log_tails=lambda: "")
         self._timed("admission", started)
         say(f"kind timings (s): {self.timings}")
         handle = ClusterHandle(
             provider="kind",
             kubeconfig=self.kubeconfig,
-            # Only what it installs: the training-operator a profile may add
-            # runs on the embedded cluster alone, so its policies are skipped here.
-            versions={k: v for k, v in self.profile.versions.items() if k in COMPONENT_KEYS},
+            # Only what it installs.
+            versions={
+                k: v
+                for k, v in self.profile.versions.items()
+                if k in COMPONENT_KEYS or k in self.controllers
+            },
             profile=self.profile.name,
             run_dir=self.run_dir,
             images=dict(self.images),
+            # Local images reach the node by `kind load`; nothing else can be pulled.
+            image_supply=IMAGES_PRELOADED if self.image_source == "local" else IMAGES_PULLED,
         )
-        handle.controller_pods = {n: (ns, sel) for n, (ns, _, sel) in CONTROLLERS.items()}
+        handle.controller_pods = {
+            n: (ns, sel) for n, (ns, _, sel) in CONTROLLERS.items() if n in self.controllers
+        }
         probes = [
             controller_pod_probe(kube, component, namespace, selector)
             for component, (namespace, selector) in handle.controller_pods.items()
