@@ -95,6 +95,12 @@ def add_options(parser: pytest.Parser) -> None:
         "did to this JSON file (what `trainjob-conformance bench` reads)",
     )
     group.addoption(
+        "--trainjob-record",
+        action="store_true",
+        help="keep every test's record (the requests it sent, with the cluster's answers) in "
+        "the diagnostics; FAIL and known-gap results always keep theirs",
+    )
+    group.addoption(
         "--trainjob-run-dir",
         type=Path,
         default=None,
@@ -118,6 +124,7 @@ class Settings:
     report_dir: Path | None
     packs: tuple[Path, ...] = ()
     timeline: Path | None = None
+    record: bool = False
 
     @property
     def profile(self) -> str:
@@ -172,6 +179,7 @@ def read_settings(config: pytest.Config) -> Settings:
         report_dir=Path(report).resolve() if report else None,
         packs=tuple(Path(p) for p in config.getoption("--trainjob-pack") or ()),
         timeline=timeline,
+        record=bool(config.getoption("--trainjob-record")),
     )
 
 

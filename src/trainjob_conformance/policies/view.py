@@ -88,6 +88,62 @@ class TrainJobView:
         logs = {name: self.cluster.controller_log_tail(name, 25) for name in names}
         return namespace_report(self.kube, self.namespace, logs)
 
+    def record_wait(
+        self,
+        what: str,
+        kind: Kind,
+        *,
+        name: str | None = None,
+        selector: str | None = None,
+        jsonpath: str | None = None,
+        condition: str | None = None,
+        **match: Any,
+    ) -> None:
+        """Note a wait in kubectl's terms, for a reproduction (see kube/record.py).
+
+        The object is `name`, or the objects of a label `selector` (Pods and
+        Jobs, whose names a controller generates). With neither `jsonpath`
+        nor `condition` it is a wait for the object to exist. `match` is one
+        of equals=TEXT, contains=WORD, count=N (words) or nonempty=True, on
+        what `kubectl get -o jsonpath=...` prints.
+        """
+        if self.kube.recorder is None:
+            return
+        self.kube.recorder.wait(
+            what,
+            **_target(
+                self.kube.concrete(kind.api_version), kind.kind, self.namespace, name, selector
+            ),
+            jsonpath=jsonpath,
+            condition=condition,
+            match=match,
+        )
+
+    def record_observation(
+        self,
+        what: str,
+        kind: Kind,
+        *,
+        jsonpath: str,
+        expected: str,
+        observed: str,
+        name: str | None = None,
+        selector: str | None = None,
+    ) -> None:
+        """Note what a policy judges, as kubectl prints it: the value the policy
+        expects, and the value this run saw."""
+        if self.kube.recorder is None:
+            return
+        self.kube.recorder.observation(
+            what,
+            **_target(
+                self.kube.concrete(kind.api_version), kind.kind, self.namespace, name, selector
+            ),
+            jsonpath=jsonpath,
+            expected=expected,
+            observed=observed,
+        )
+
     def wait(
         self,
         description: str,
@@ -122,7 +178,20 @@ class TrainJobView:
             return NotYet(f"{condition_type} is {seen}")
 
         description = f"{kind.kind} {name} condition {condition_type}={status}"
+        self.record_wait(description, kind, name=name, condition=f"{condition_type}={status}")
         return self.wait(description, probe, timeout)
+
+
+def _target(
+    api_version: str, kind: str, namespace: str, name: str | None, selector: str | None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "namespace": namespace,
+        "name": name,
+        "selector": selector,
+    }
 
 
 def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:
