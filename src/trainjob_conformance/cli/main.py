@@ -19,13 +19,14 @@ from trainjob_conformance.cli import (
     outdated,
     render,
     reports,
+    repro,
     run,
 )
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import raise_interrupt_on_termination
 
 # In the order `--help` lists them.
-COMMANDS = (build, cluster, render, run, matrix, outdated, reports, bench)
+COMMANDS = (build, cluster, render, run, matrix, outdated, reports, repro, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
