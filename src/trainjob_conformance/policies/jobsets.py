@@ -15,6 +15,19 @@ def wait_jobset(view: TrainJobView, name: str) -> dict[str, Any]:
     return view.wait(f"JobSet {name}", lambda: view.find(JOBSET, name) or NotYet("no JobSet"))
 
 
+def record_no_jobset(view: TrainJobView, trainjob: str, found: dict[str, Any] | None) -> None:
+    """Note what a managedBy policy judges: TrainJob `trainjob` has no JobSet (kubectl
+    prints nothing for an absent object with --ignore-not-found)."""
+    view.record_observation(
+        f"the JobSet of TrainJob {trainjob}",
+        JOBSET,
+        name=trainjob,
+        jsonpath="{.metadata.name}",
+        expected="",
+        observed=str(found["metadata"]["name"]) if found else "",
+    )
+
+
 def jobset_pod_spec(jobset: dict[str, Any], replicated_job: str) -> dict[str, Any]:
     for job in jobset["spec"]["replicatedJobs"]:
         if job["name"] == replicated_job:

@@ -152,16 +152,19 @@ def _quoted_target(step: Step) -> str:
 
 
 def _wait_lines(step: Step) -> list[str]:
+    show = 'sed "s/^/    ok: /"'
     lines = []
     if step.name:
         lines.append(
             f'k wait --for=create {shlex.quote(f"{step.resource}/{step.name}")} -n "$NS" '
-            f'--timeout="${{TIMEOUT}}s" >/dev/null || setup_error {shlex.quote(f"no {step.title}")}'
+            f'--timeout="${{TIMEOUT}}s" | {"cat >/dev/null" if step.condition else show} '
+            f"|| setup_error {shlex.quote(f'timed out waiting for {step.title}')}"
         )
     if step.condition:
         lines.append(
             f"k wait --for=condition={shlex.quote(step.condition)} "
             f'{shlex.quote(f"{step.resource}/{step.name}")} -n "$NS" --timeout="${{TIMEOUT}}s" '
+            f"| {show} "
             f"|| setup_error {shlex.quote(f'timed out waiting for {step.title}')}"
         )
     if step.jsonpath:
@@ -177,9 +180,11 @@ def _wait_lines(step: Step) -> list[str]:
 
 
 def _observe_lines(step: Step) -> list[str]:
+    # A named object may be absent, which is an answer too: kubectl then prints nothing.
+    absent = " --ignore-not-found" if step.name else ""
     return [
         f"observe_value {shlex.quote(step.title)} {shlex.quote(step.expected)} -- get "
-        f"{_quoted_target(step)} -o jsonpath={shlex.quote(step.jsonpath or '')}"
+        f"{_quoted_target(step)}{absent} -o jsonpath={shlex.quote(step.jsonpath or '')}"
     ]
 
 
@@ -199,14 +204,18 @@ def _cleanup(replay: Replay) -> list[str]:
             f'      k patch "$obj" -n "$NS" --type=strategic -p {shlex.quote(patch)} >/dev/null 2>&1 || true',
             "    done",
         ]
-    for resource, name in replay.cluster_scoped:
-        lines.append(
-            f"    k delete {shlex.quote(resource)} {shlex.quote(name)} --ignore-not-found "
-            '--timeout="${TIMEOUT}s" >/dev/null 2>&1 || true'
-        )
+    # The namespace first: a runtime stays while TrainJobs use it (the Trainer's finalizer).
     lines += [
         '    k delete namespace "$NS" --ignore-not-found --timeout="${TIMEOUT}s" >/dev/null 2>&1 \\',
         '      || say "could not delete namespace $NS within ${TIMEOUT}s: delete it by hand" >&2',
+    ]
+    for resource, name, namespace in reversed(replay.outside):
+        where = f" -n {shlex.quote(namespace)}" if namespace else ""
+        lines.append(
+            f"    k delete {shlex.quote(resource)} {shlex.quote(name)}{where} --ignore-not-found "
+            '--timeout="${TIMEOUT}s" >/dev/null 2>&1 || true'
+        )
+    lines += [
         "  fi",
         '  exit "$code"',
         "}",
@@ -228,6 +237,20 @@ def _preflight(replay: Replay, versions: str) -> list[str]:
         '  setup_error "namespace $NS exists (a previous run?): kubectl delete namespace $NS"',
         "fi",
     ]
+    for resource, name in replay.needs:
+        lines += [
+            f"k get {shlex.quote(resource)} {shlex.quote(name)} >/dev/null 2>&1 \\",
+            f"  || setup_error \"the steps use {resource} {name}, which the stack's release "
+            'manifests install; this cluster has none"',
+        ]
+    for resource, name, namespace in replay.outside:
+        where = f" -n {shlex.quote(namespace)}" if namespace else ""
+        target = f"{shlex.quote(resource)} {shlex.quote(name)}{where}"
+        lines += [
+            f"if k get {target} >/dev/null 2>&1; then",
+            f'  setup_error "{resource} {name} exists (a previous run?): kubectl delete {target}"',
+            "fi",
+        ]
     return lines
 
 

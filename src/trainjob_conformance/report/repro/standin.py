@@ -41,6 +41,19 @@ def _removed_gates(entries: list[dict[str, Any]]) -> list[str]:
     return sorted(gates)
 
 
+def _external_trainjobs(entries: list[dict[str, Any]]) -> list[str]:
+    """TrainJobs the test created for another controller to manage (spec.managedBy set)."""
+    return sorted(
+        str(entry["name"])
+        for entry in entries
+        if entry.get("step") == REQUEST
+        and entry.get("verb") == "create"
+        and entry.get("kind") == "TrainJob"
+        and not entry.get("dryRun")
+        and ((entry.get("body") or {}).get("spec") or {}).get("managedBy")
+    )
+
+
 def stand_in_fix(templates: Path, record: Record, namespace: str) -> str | None:
     """The rendered stand-in fix of the record's policy, or None if it has none."""
     path = templates / STAND_IN_DIR / f"{record['policy']}.yaml.j2"
@@ -52,4 +65,5 @@ def stand_in_fix(templates: Path, record: Record, namespace: str) -> str | None:
         namespace=namespace,
         override_field=_override_field(entries),
         gates=_removed_gates(entries),
+        external_trainjobs=_external_trainjobs(entries),
     )

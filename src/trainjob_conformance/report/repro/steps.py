@@ -77,9 +77,26 @@ class Replay:
     policy: str
     namespace: str
     steps: list[Step]
-    # What the script removes when it ends, besides the namespace.
-    cluster_scoped: list[tuple[str, str]]  # (resource, name)
+    # What the script removes when it ends, besides the namespace: objects it
+    # created elsewhere (cluster-scoped, or in another namespace).
+    outside: list[tuple[str, str, str | None]]  # (resource, name, namespace)
     finalizers: list[tuple[str, str, str]]  # (resource, selector, finalizer)
+    # Objects the steps use but do not create: the stack's own (a runtime it ships).
+    needs: list[tuple[str, str]] = field(default_factory=list)  # (resource, name)
+
+
+def _runtimes_used(
+    entries: list[dict[str, Any]], created: set[tuple[Any, Any]]
+) -> list[tuple[str, str]]:
+    needed = set()
+    for entry in entries:
+        if entry.get("step") != REQUEST or entry.get("kind") != "TrainJob":
+            continue
+        ref = ((entry.get("body") or {}).get("spec") or {}).get("runtimeRef") or {}
+        if ref.get("name") and (ref.get("kind"), ref["name"]) not in created:
+            api_version = f"{ref.get('apiGroup', 'trainer.kubeflow.org')}/v1alpha1"
+            needed.add((resource_arg(api_version, str(ref.get("kind"))), str(ref["name"])))
+    return sorted(needed)
 
 
 def _renamed(record: Record, namespace: str) -> list[dict[str, Any]]:
@@ -221,7 +238,7 @@ def replay_of(record: Record) -> Replay:
         if e.get("step") == REQUEST and e.get("verb") == "create" and not e.get("dryRun")
     }
     steps: list[Step] = []
-    cluster_scoped: list[tuple[str, str]] = []
+    outside: list[tuple[str, str, str | None]] = []
     finalizers: list[tuple[str, str, str]] = []
     previous: dict[str, Any] | None = None
     for entry in entries:
@@ -255,12 +272,12 @@ def replay_of(record: Record) -> Replay:
         if (
             entry.get("verb") == "create"
             and not entry.get("dryRun")
-            and not entry.get("namespace")
+            and entry.get("namespace") != namespace
             and entry.get("kind") != "Namespace"
         ):
             resource = resource_arg(entry["apiVersion"], entry["kind"])
-            cluster_scoped.append((resource, entry["name"]))
+            outside.append((resource, entry["name"], entry.get("namespace")))
         added = ((entry.get("body") or {}).get("metadata") or {}).get("finalizers") or []
         if entry.get("verb") == "patch" and selector is not None:
             finalizers += [(step.each_of[0], selector, f) for f in added if step.each_of]
-    return Replay(policy, namespace, steps, cluster_scoped, finalizers)
+    return Replay(policy, namespace, steps, outside, finalizers, _runtimes_used(entries, created))
