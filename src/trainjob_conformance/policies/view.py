@@ -8,7 +8,8 @@ after it (trainjobs, jobsets, jobs, pods, workloads).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from trainjob_conformance.cluster.handle import ClusterHandle
@@ -97,6 +98,7 @@ class TrainJobView:
         selector: str | None = None,
         jsonpath: str | None = None,
         condition: str | None = None,
+        dry_run_create: dict[str, Any] | None = None,
         **match: Any,
     ) -> None:
         """Note a wait in kubectl's terms, for a reproduction (see kube/record.py).
@@ -105,7 +107,8 @@ class TrainJobView:
         Jobs, whose names a controller generates). With neither `jsonpath`
         nor `condition` it is a wait for the object to exist. `match` is one
         of equals=TEXT, contains=WORD, count=N (words) or nonempty=True, on
-        what `kubectl get -o jsonpath=...` prints.
+        what `kubectl get -o jsonpath=...` prints (of `kubectl create
+        --dry-run=server -f` of `dry_run_create`, a wait on a webhook's answer).
         """
         if self.kube.recorder is None:
             return
@@ -117,7 +120,18 @@ class TrainJobView:
             jsonpath=jsonpath,
             condition=condition,
             match=match,
+            **({"dry_run_create": dry_run_create} if dry_run_create else {}),
         )
+
+    @contextlib.contextmanager
+    def unrecorded(self) -> Iterator[None]:
+        """Requests that poll (a probe sent until its answer changes) stay out of the
+        record; the caller notes the wait itself, in kubectl's terms."""
+        recorder, self.kube.recorder = self.kube.recorder, None
+        try:
+            yield
+        finally:
+            self.kube.recorder = recorder
 
     def record_observation(
         self,

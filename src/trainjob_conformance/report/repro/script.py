@@ -154,7 +154,7 @@ def _quoted_target(step: Step) -> str:
 def _wait_lines(step: Step) -> list[str]:
     show = 'sed "s/^/    ok: /"'
     lines = []
-    if step.name:
+    if step.name and not step.files:
         lines.append(
             f'k wait --for=create {shlex.quote(f"{step.resource}/{step.name}")} -n "$NS" '
             f'--timeout="${{TIMEOUT}}s" | {"cat >/dev/null" if step.condition else show} '
@@ -170,9 +170,15 @@ def _wait_lines(step: Step) -> list[str]:
     if step.jsonpath:
         ((how, want),) = step.match.items() or (("nonempty", True),)
         wanted = "" if how == "nonempty" else str(want)
+        probe = next(iter(step.files), None)
+        source = (
+            f"create --dry-run=server -f {shlex.quote(probe)}"
+            if probe
+            else f"get {_quoted_target(step)}"
+        )
         lines.append(
-            f"poll {shlex.quote(step.title)} {how} {shlex.quote(wanted)} -- get "
-            f"{_quoted_target(step)} -o jsonpath={shlex.quote(step.jsonpath)}"
+            f"poll {shlex.quote(step.title)} {how} {shlex.quote(wanted)} -- {source} "
+            f"-o jsonpath={shlex.quote(step.jsonpath)}"
         )
     if not lines:
         lines.append(f"say {shlex.quote('    (nothing to wait for)')}")

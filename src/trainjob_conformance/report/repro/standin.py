@@ -16,6 +16,8 @@ from trainjob_conformance.kube.record import OBSERVATION, REQUEST
 from trainjob_conformance.report.repro.records import Record
 
 STAND_IN_DIR = "stand-in-fixes"
+# Gaps of one cause share its stand-in fix.
+_SAME_CAUSE = {"KQ-MK-001": "TJ-MB-001"}
 # Spec fields a test sends that are not the override field.
 _NOT_OVERRIDES = {"suspend", "managedBy", "runtimeRef", "trainer"}
 
@@ -42,7 +44,8 @@ def _removed_gates(entries: list[dict[str, Any]]) -> list[str]:
 
 
 def _external_trainjobs(entries: list[dict[str, Any]]) -> list[str]:
-    """TrainJobs the test created for another controller to manage (spec.managedBy set)."""
+    """TrainJobs stored for another controller to manage: spec.managedBy set by the
+    test or by a webhook (Kueue's, for a MultiKueue queue)."""
     return sorted(
         str(entry["name"])
         for entry in entries
@@ -50,13 +53,15 @@ def _external_trainjobs(entries: list[dict[str, Any]]) -> list[str]:
         and entry.get("verb") == "create"
         and entry.get("kind") == "TrainJob"
         and not entry.get("dryRun")
-        and ((entry.get("body") or {}).get("spec") or {}).get("managedBy")
+        and (((entry.get("answer") or {}).get("object") or {}).get("spec") or {}).get("managedBy")
+        not in (None, "trainer.kubeflow.org/trainjob-controller")
     )
 
 
 def stand_in_fix(templates: Path, record: Record, namespace: str) -> str | None:
     """The rendered stand-in fix of the record's policy, or None if it has none."""
-    path = templates / STAND_IN_DIR / f"{record['policy']}.yaml.j2"
+    policy = str(record["policy"])
+    path = templates / STAND_IN_DIR / f"{_SAME_CAUSE.get(policy, policy)}.yaml.j2"
     if not path.is_file():
         return None
     entries = list(record.get("entries") or [])

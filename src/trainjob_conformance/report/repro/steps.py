@@ -211,7 +211,12 @@ def _request_step(entry: dict[str, Any], number: int, selector: str | None) -> S
     return step
 
 
-def _read_step(entry: dict[str, Any]) -> Step:
+def _read_step(entry: dict[str, Any], number: int) -> Step:
+    probe = entry.get("dry_run_create")
+    files = {}
+    if probe:
+        # A wait on what the cluster would answer: poll a dry-run create of this manifest.
+        files[_file_name(number, "dry-run", entry, ".yaml", None)] = _manifest(probe)
     step = Step(
         str(entry["step"]),
         str(entry.get("what") or ""),
@@ -224,6 +229,7 @@ def _read_step(entry: dict[str, Any]) -> Step:
         expected=str(entry.get("expected") or ""),
         observed=str(entry.get("observed") or ""),
         observation=entry["step"] == OBSERVATION,
+        files=files,
     )
     return step
 
@@ -243,7 +249,7 @@ def replay_of(record: Record) -> Replay:
     previous: dict[str, Any] | None = None
     for entry in entries:
         if entry.get("step") in (WAIT, OBSERVATION):
-            steps.append(_read_step(entry))
+            steps.append(_read_step(entry, len(steps) + 1))
             previous = None
             continue
         if previous is not None and _same_request(previous, entry):
