@@ -18,6 +18,7 @@ from trainjob_conformance.kube.kinds import (
 )
 from trainjob_conformance.kube.kubeconfig import flattened
 from trainjob_conformance.kube.waits import NotYet
+from trainjob_conformance.policies.admission import wait_dry_run_answer
 from trainjob_conformance.policies.history import (
     named,
     replay,
@@ -26,6 +27,7 @@ from trainjob_conformance.policies.history import (
     versions_where,
 )
 from trainjob_conformance.policies.jobs import job_pod_spec, replicated_job_of, wait_jobs
+from trainjob_conformance.policies.jobsets import record_no_jobset, wait_jobset
 from trainjob_conformance.policies.pods import (
     gate_names,
     pods_of,
@@ -446,9 +448,8 @@ def test_multikueue_queue_hands_the_trainjob_to_multikueue(
     runtime = training_runtime()
     probe = view.trainjob_manifest("probe", runtime=runtime, queue_name=queue)
     # Kueue's webhook reads its cache; wait until the cache links the queue to the check.
-    view.wait(
-        "Kueue to know the MultiKueue admission check of the queue",
-        lambda: view.kube.create(probe, dry_run=True)["spec"].get("managedBy") == MULTIKUEUE,
+    wait_dry_run_answer(
+        view, probe, "managedBy", MULTIKUEUE, "Kueue knows the MultiKueue check of the queue"
     )
 
     since = resource_version(view, JOBSET)
@@ -456,7 +457,8 @@ def test_multikueue_queue_hands_the_trainjob_to_multikueue(
     view.create_trainjob("local", runtime=runtime)
 
     assert created["spec"]["managedBy"] == MULTIKUEUE
-    view.wait("JobSet of the unqueued control TrainJob", lambda: view.find(JOBSET, "local"))
+    wait_jobset(view, "local")
+    record_no_jobset(view, "remote", view.find(JOBSET, "remote"))
     with trainjob_policy.holds():
         # Over the whole window: a JobSet built and deleted again counts too.
         built = stored_while(

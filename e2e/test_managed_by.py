@@ -7,6 +7,7 @@ import pytest
 from trainjob_conformance.kube.kinds import JOBSET, TRAINJOB
 from trainjob_conformance.policies.admission import rejection_of
 from trainjob_conformance.policies.history import named, resource_version, stored_while
+from trainjob_conformance.policies.jobsets import record_no_jobset, wait_jobset
 from trainjob_conformance.policies.trainjobs import patch_trainjob
 
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
@@ -27,8 +28,9 @@ def test_trainer_builds_no_jobset_for_a_trainjob_managed_by_multikueue(
     view.create(view.trainjob_manifest("external", managed_by=MULTIKUEUE, suspend=True))
     view.create(view.trainjob_manifest("control", suspend=True))
 
-    view.wait("JobSet of the control TrainJob", lambda: view.find(JOBSET, "control"))
+    wait_jobset(view, "control")
     view.wait_for_condition(TRAINJOB, "control", "Suspended")
+    record_no_jobset(view, "external", view.find(JOBSET, "external"))
 
     with trainjob_policy.holds():
         built = stored_while(

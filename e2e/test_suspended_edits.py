@@ -12,16 +12,21 @@ from trainjob_conformance.policies.admission import (
     rejection_of,
 )
 from trainjob_conformance.policies.history import named, resource_version, stored_while
-from trainjob_conformance.policies.jobs import job_pod_spec, jobs_of, wait_jobs_count_terminating
+from trainjob_conformance.policies.jobs import (
+    wait_job_gate,
+    wait_jobs_count_terminating,
+)
 from trainjob_conformance.policies.jobsets import (
     active_by_replicated_job,
     jobset_pod_spec,
     wait_jobset_idle,
+    wait_jobset_template,
 )
 from trainjob_conformance.policies.pods import (
     gate_names,
     keep_terminating,
     pods_of,
+    record_pod_gates,
     release_terminating,
     wait_pods,
     wait_pods_gone,
@@ -67,12 +72,7 @@ def start_running(view, runtime, name):
 
 
 def jobset_shows(view, name, placement, gates):
-    def probe():
-        spec = jobset_pod_spec(view.get(JOBSET, name), "node")
-        selector = spec.get("nodeSelector") or {}
-        return spec if selector.get(PLACEMENT) == placement and gate_names(spec) == gates else None
-
-    return view.wait(f"JobSet {name} to select {PLACEMENT}={placement} with gates {gates}", probe)
+    return wait_jobset_template(view, name, "node", PLACEMENT, placement, gates)
 
 
 @pytest.mark.policy("TJ-EDIT-001")
@@ -102,10 +102,7 @@ def resume_after_edit(view, templates, runtime, name, edit, gates_after):
     create(view, runtime, name, True, [BEFORE])
     jobset_shows(view, name, "before", [GATE_BEFORE])
     # JobSet creates the Jobs while suspended: the state that resume merges into.
-    view.wait(
-        f"the suspended Job of {name} to carry {GATE_BEFORE}",
-        lambda: [j for j in jobs_of(view, name) if GATE_BEFORE in gate_names(job_pod_spec(j))],
-    )
+    wait_job_gate(view, name, GATE_BEFORE)
     patch_trainjob(view, name, templates.override_fields([edit]))
     jobset_shows(view, name, "after", gates_after)
     patch_trainjob(view, name, {"suspend": False})
@@ -135,6 +132,7 @@ def test_gate_removed_while_suspended_is_gone_from_the_pods_after_resume(
         trainjob_view, trainjob_templates, training_runtime(), "ungate", AFTER_UNGATED, []
     )
     trainjob_policy.gap_exercised(f"the suspended Job carried {GATE_BEFORE} before the edit")
+    record_pod_gates(trainjob_view, "ungate", pods, expected="")
 
     with trainjob_policy.holds():
         for pod in pods:

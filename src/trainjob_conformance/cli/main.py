@@ -20,13 +20,14 @@ from trainjob_conformance.cli import (
     prove,
     render,
     reports,
+    repro,
     run,
 )
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import raise_interrupt_on_termination
 
 # In the order `--help` lists them.
-COMMANDS = (build, cluster, render, run, matrix, prove, outdated, reports, bench)
+COMMANDS = (build, cluster, render, run, matrix, prove, outdated, reports, repro, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

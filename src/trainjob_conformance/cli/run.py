@@ -67,6 +67,12 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
         help="a policy pack (policies.yaml, templates/, tests) to run with the "
         "project's policies; repeatable",
     )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="keep every test's record (requests sent, the cluster's answers) in the "
+        "diagnostics, for `repro`; FAIL and known-gap results always keep theirs",
+    )
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
 
 
@@ -124,6 +130,8 @@ def pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
         command.append(f"--trainjob-image-source={args.image_source}")
     command += [f"--trainjob-pack={Path(pack).resolve()}" for pack in args.pack]
     command += [f"--trainjob-policy={policy}" for policy in getattr(args, "policy", [])]
+    if getattr(args, "record", False):
+        command.append("--trainjob-record")
     if args.report:
         report = Path(args.report).resolve()
         command += [f"--trainjob-report={report}", f"--junitxml={report / f'{profile}-junit.xml'}"]

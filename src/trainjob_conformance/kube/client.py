@@ -23,6 +23,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.errors import NotFound, api_errors
 from trainjob_conformance.kube.kinds import KNOWN_VERSIONS, SERVED
 from trainjob_conformance.kube.kubeconfig import check_kubeconfig
+from trainjob_conformance.kube.record import Recorder
 
 FIELD_MANAGER = "trainjob-conformance"
 
@@ -97,6 +98,23 @@ class Kube:
         with api_errors():
             self._dynamic = DynamicClient(api_client, cache_file=_NO_DISCOVERY_FILE)
         self._served: dict[str, str] = {}
+        # Set while a test runs: every write it sends is recorded with its answer.
+        self.recorder: Recorder | None = None
+
+    def _recorded(
+        self,
+        verb: str,
+        target: tuple[str, str, str | None, str | None],
+        body: Any,
+        send: Callable[[], Any],
+        dry_run: bool = False,
+        content_type: str = "application/json",
+    ) -> Any:
+        if self.recorder is None:
+            return send()
+        api_version, kind, namespace, name = target
+        where = {"apiVersion": api_version, "kind": kind, "namespace": namespace, "name": name}
+        return self.recorder.request(verb, where, body, send, dry_run, content_type)
 
     def served_version(self, group: str) -> str:
         """The newest version of `group` the harness knows and the cluster serves."""
@@ -187,15 +205,20 @@ class Kube:
         metadata = obj["metadata"]
         if dry_run:
             options["dry_run"] = "All"
-        result = self._call(
-            lambda: getattr(resource, verb)(
-                body=obj,
-                name=metadata["name"],
-                namespace=metadata.get("namespace") if resource.namespaced else None,
-                **options,
-            )
+        namespace = metadata.get("namespace") if resource.namespaced else None
+        result = self._recorded(
+            "apply" if verb == "server_side_apply" else verb,
+            (obj["apiVersion"], obj["kind"], namespace, metadata["name"]),
+            obj,
+            lambda: self._call(
+                lambda: getattr(resource, verb)(
+                    body=obj, name=metadata["name"], namespace=namespace, **options
+                )
+            ).to_dict(),
+            dry_run,
+            "application/apply-patch+yaml" if verb == "server_side_apply" else "application/json",
         )
-        return dict(result.to_dict())
+        return dict(result)
 
     def create(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         obj = self._body(obj)
@@ -203,7 +226,17 @@ class Kube:
         if dry_run:
             kwargs["query_params"] = [("dryRun", "All")]
         resource = self._for(obj)
-        return dict(self._call(lambda: resource.create(**kwargs)).to_dict())
+        metadata = obj["metadata"]
+        target = (obj["apiVersion"], obj["kind"], metadata.get("namespace"), metadata.get("name"))
+        return dict(
+            self._recorded(
+                "create",
+                target,
+                obj,
+                lambda: self._call(lambda: resource.create(**kwargs)).to_dict(),
+                dry_run,
+            )
+        )
 
     # Reads go by path and come back as plain JSON: tests poll them, and the
     # dynamic client's wrapping of every answer costs more CPU than the request.
@@ -250,12 +283,19 @@ class Kube:
     ) -> dict[str, Any]:
         resource = self.resource(api_version, kind)
         extra = {"dry_run": "All"} if dry_run else {}
-        result = self._call(
-            lambda: resource.patch(
-                body=body, name=name, namespace=namespace, content_type=content_type, **extra
-            )
+        result = self._recorded(
+            "patch",
+            (api_version, kind, namespace, name),
+            body,
+            lambda: self._call(
+                lambda: resource.patch(
+                    body=body, name=name, namespace=namespace, content_type=content_type, **extra
+                )
+            ).to_dict(),
+            dry_run,
+            content_type,
         )
-        return dict(result.to_dict())
+        return dict(result)
 
     def delete(
         self,
@@ -267,7 +307,12 @@ class Kube:
     ) -> None:
         resource = self.resource(api_version, kind)
         body = {"propagationPolicy": propagation_policy} if propagation_policy else None
-        self._call(lambda: resource.delete(name=name, namespace=namespace, body=body))
+        self._recorded(
+            "delete",
+            (api_version, kind, namespace, name),
+            body,
+            lambda: self._call(lambda: resource.delete(name=name, namespace=namespace, body=body)),
+        )
 
     @staticmethod
     def api_server_ready(api_client: client.ApiClient) -> bool:
@@ -287,6 +332,16 @@ class Kube:
         For large objects (CRDs of several hundred KB) where the dynamic
         client's object wrapping costs more than the request itself.
         """
+        if method != "GET":
+            return self._recorded(
+                method.lower(),
+                ("", "", None, path),
+                body,
+                lambda: self._raw(method, path, body, accept),
+            )
+        return self._raw(method, path, body, accept)
+
+    def _raw(self, method: str, path: str, body: Any, accept: str | None) -> Any:
         headers = {"Accept": accept or "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 import sys
 import time
@@ -26,6 +27,7 @@ from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.kinds import RESOURCE_FLAVOR
 from trainjob_conformance.kube.namespaces import temporary_namespace
+from trainjob_conformance.kube.record import Recorder
 from trainjob_conformance.lifecycle.interrupts import (
     ignore_interrupts,
     raise_interrupt_on_termination,
@@ -54,6 +56,7 @@ _SETTINGS_KEY = pytest.StashKey[Settings]()
 _CATALOG_KEY = pytest.StashKey[dict[str, Policy]]()
 _CONTEXT_KEY = pytest.StashKey[PolicyContext]()
 _PACKS_KEY = pytest.StashKey[list[Pack]]()
+_RECORDER_KEY = pytest.StashKey[Recorder]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -189,8 +192,27 @@ def trainjob_worker_cluster(
 
 
 @pytest.fixture
-def trainjob_namespace(
+def _trainjob_recorder(
     trainjob_cluster: ClusterHandle, request: pytest.FixtureRequest
+) -> Iterator[Recorder]:
+    """Records every write of the test from before its namespace exists (its labels
+    matter to a reproduction); a test runs alone in its process, so the session's
+    client carries it while the test runs."""
+    recorder = Recorder()
+    request.node.stash[_RECORDER_KEY] = recorder
+    context = request.node.stash.get(_CONTEXT_KEY, None)
+    if context is not None:  # what its holds() block sends is the observation
+        context.recorder = recorder
+    trainjob_cluster.kube.recorder = recorder
+    yield recorder
+    trainjob_cluster.kube.recorder = None
+
+
+@pytest.fixture
+def trainjob_namespace(
+    trainjob_cluster: ClusterHandle,
+    _trainjob_recorder: Recorder,
+    request: pytest.FixtureRequest,
 ) -> Iterator[str]:
     """A fresh namespace for one test, deleted after it.
 
@@ -397,6 +419,12 @@ def pytest_runtest_makereport(
             (results.REASON, reason),
             (results.DETAILS, details),
         ]
+        recorder = item.stash.get(_RECORDER_KEY, None)
+        if recorder is not None:
+            # JSON text: user_properties travel from an xdist worker to the controller.
+            namespace = getattr(item, "funcargs", {}).get("trainjob_namespace")
+            record = {"namespace": namespace, "entries": recorder.entries}
+            report.user_properties.append((results.RECORD, json.dumps(record)))
         crash = getattr(report.longrepr, "reprcrash", None)
         if report.failed and crash is not None and reason:
             # pytest's short summary and JUnit's message attribute read the

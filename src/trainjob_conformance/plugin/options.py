@@ -110,6 +110,12 @@ def add_options(parser: pytest.Parser) -> None:
         "to the namespaces of the tests it targets with it",
     )
     group.addoption(
+        "--trainjob-record",
+        action="store_true",
+        help="keep every test's record (the requests it sent, with the cluster's answers) in "
+        "the diagnostics; FAIL and known-gap results always keep theirs",
+    )
+    group.addoption(
         "--trainjob-run-dir",
         type=Path,
         default=None,
@@ -135,6 +141,7 @@ class Settings:
     timeline: Path | None = None
     namespace_labels: tuple[tuple[str, str], ...] = ()
     policies: tuple[str, ...] = ()  # only these policies' tests run (empty: all)
+    record: bool = False
 
     @property
     def profile(self) -> str:
@@ -191,6 +198,7 @@ def read_settings(config: pytest.Config) -> Settings:
         timeline=timeline,
         namespace_labels=_labels(config.getoption("--trainjob-namespace-label") or ()),
         policies=tuple(config.getoption("--trainjob-policy") or ()),
+        record=bool(config.getoption("--trainjob-record")),
     )
 
 

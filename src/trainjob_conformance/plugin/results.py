@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -12,11 +13,14 @@ from typing import Any
 
 import pytest
 
+from trainjob_conformance.kube.client import HARNESS_USER_AGENT
 from trainjob_conformance.plugin.options import Settings, is_xdist_worker
 from trainjob_conformance.plugin.session import ClusterSession
 from trainjob_conformance.policies.catalog import Policy
-from trainjob_conformance.report.archive import COMMAND_ENV, write_archive
+from trainjob_conformance.report.archive import COMMAND_ENV, RECORD_SUFFIX, write_archive
 from trainjob_conformance.report.model import (
+    FAIL,
+    KNOWN_GAP,
     PASS,
     PolicyResult,
     RunReport,
@@ -30,6 +34,9 @@ POLICY = "policy"
 RESULT = "policy_result"
 REASON = "policy_reason"
 DETAILS = "policy_details"
+RECORD = "policy_record"
+# Results whose record is always kept; with --trainjob-record every result's is.
+_RECORDED_ALWAYS = (FAIL, KNOWN_GAP)
 
 
 class PolicyResults:
@@ -76,16 +83,42 @@ class PolicyResults:
         )
         if result != PASS and self.settings.report_dir is not None:
             row.diagnostics = self._write_diagnostics(report, str(props.get(DETAILS) or ""))
+        keep = result in _RECORDED_ALWAYS or self.settings.record
+        if RECORD in props and keep and self.settings.report_dir is not None:
+            self._write_record(row, str(props[RECORD]))
         self.rows.append(row)
 
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True
 
-    def _write_diagnostics(self, report: pytest.TestReport, details: str) -> str:
+    def _diagnostics_path(self, nodeid: str, suffix: str) -> tuple[Path, Path]:
+        """(absolute, relative to the report directory) of one test's diagnostics file."""
         assert self.settings.report_dir is not None
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", report.nodeid).strip("_") + ".txt"
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_") + suffix
         relative = Path("diagnostics") / self.profile / name
-        path = self.settings.report_dir / relative
+        return self.settings.report_dir / relative, relative
+
+    def _write_record(self, row: PolicyResult, text: str) -> None:
+        """The test's record beside its diagnostics, with what `repro` needs to name it."""
+        path, _ = self._diagnostics_path(row.test, RECORD_SUFFIX)
+        handle = self.session.handle
+        record = {
+            "policy": row.policy,
+            "title": row.title,
+            "test": row.test,
+            "result": row.result,
+            "reason": row.reason,
+            "profile": self.profile,
+            "versions": dict(handle.versions) if handle is not None else {},
+            "user_agent": HARNESS_USER_AGENT,
+            "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **json.loads(text),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=2) + "\n")
+
+    def _write_diagnostics(self, report: pytest.TestReport, details: str) -> str:
+        path, relative = self._diagnostics_path(report.nodeid, ".txt")
         path.parent.mkdir(parents=True, exist_ok=True)
         text = report.longreprtext or ""
         path.write_text("\n\n".join(part for part in (text, details) if part))

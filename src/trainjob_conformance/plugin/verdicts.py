@@ -3,6 +3,7 @@ the stack broke (ERROR), and the one-line reason for it in the cluster's own wor
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ import pytest
 from trainjob_conformance.cluster.health.stack_watch import StackBroken, StackHealth
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.errors import ApiError, StackError
+from trainjob_conformance.kube.record import Recorder
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 from trainjob_conformance.policies.catalog import Outcome, Policy
 from trainjob_conformance.report.model import (
@@ -40,6 +42,8 @@ class PolicyContext:
         self.outcome = policy.outcome(trainer_version)
         self.judged = False
         self.evidence: str | None = None
+        # The test's record: what happens inside holds() is what the policy judged.
+        self.recorder: Recorder | None = None
 
     @property
     def id(self) -> str:
@@ -67,12 +71,17 @@ class PolicyContext:
         """
         __tracebackhide__ = True
         self.judged = True
+        observing = (
+            self.recorder.observing() if self.recorder is not None else contextlib.nullcontext()
+        )
         if self.outcome is not Outcome.KNOWN_GAP:
-            yield
+            with observing:
+                yield
             return
         reference = self.policy.gap_reference(self.trainer_version)
         try:
-            yield
+            with observing:
+                yield
         except AssertionError as error:
             first_line = str(error).splitlines()[0] if str(error) else "assertion failed"
             pytest.xfail(

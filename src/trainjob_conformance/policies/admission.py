@@ -7,7 +7,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from trainjob_conformance.kube.errors import Rejected
+from trainjob_conformance.kube.kinds import Kind
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
+from trainjob_conformance.policies.view import TrainJobView
 
 T = TypeVar("T")
 
@@ -107,3 +109,31 @@ def admission_answer(request: Callable[[], Any]) -> AdmissionAnswer:
             raise
         return AdmissionAnswer("forbidden", refused.message)
     return AdmissionAnswer("allowed", "the request was accepted")
+
+
+def wait_dry_run_answer(
+    view: TrainJobView, manifest: dict[str, Any], field: str, value: str, why: str
+) -> dict[str, Any]:
+    """Create `manifest` as a dry run until the answer's spec `field` is `value`: a
+    webhook that defaults from its manager's cache has caught up (`why` says with what).
+
+    Recorded as one wait (`kubectl create --dry-run=server -o jsonpath`), not as the
+    probes it sends.
+    """
+    kind = Kind(manifest["apiVersion"], manifest["kind"])
+    view.record_wait(
+        f"{why} (a dry-run {kind.kind} is given spec.{field}={value})",
+        kind,
+        name=manifest["metadata"]["name"],
+        jsonpath=f"{{.spec.{field}}}",
+        equals=value,
+        dry_run_create=manifest,
+    )
+
+    def answered() -> dict[str, Any] | NotYet:
+        answer = view.kube.create(manifest, dry_run=True)
+        found = answer["spec"].get(field)
+        return answer if found == value else NotYet(f"spec.{field} is {found!r}")
+
+    with view.unrecorded():
+        return view.wait(why, answered)

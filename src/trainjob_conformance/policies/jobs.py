@@ -6,7 +6,7 @@ from typing import Any
 
 from trainjob_conformance.kube.kinds import JOB
 from trainjob_conformance.kube.waits import NotYet
-from trainjob_conformance.policies.view import TrainJobView
+from trainjob_conformance.policies.view import JOBSET_NAME_LABEL, TrainJobView
 
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
@@ -31,6 +31,14 @@ def wait_jobs_count_terminating(
     view: TrainJobView, trainjob: str, pods: int
 ) -> list[dict[str, Any]]:
     """The Job controller counts `pods` Pods as terminating and none as active."""
+    # kubectl prints nothing for an active count of 0 (the field is omitted).
+    view.record_wait(
+        f"the Jobs of {trainjob} to count {pods} terminating Pods and none active",
+        JOB,
+        selector=f"{JOBSET_NAME_LABEL}={trainjob}",
+        jsonpath="active={.items[*].status.active} terminating={.items[*].status.terminating}",
+        equals=f"active= terminating={pods}",
+    )
 
     def probe() -> list[dict[str, Any]] | NotYet:
         jobs = jobs_of(view, trainjob)
@@ -41,6 +49,28 @@ def wait_jobs_count_terminating(
         return NotYet(f"the Jobs count {active} active and {terminating} terminating Pods")
 
     return view.wait(f"the Jobs of {trainjob} to count {pods} terminating Pods", probe)
+
+
+def wait_job_gate(view: TrainJobView, trainjob: str, gate: str) -> list[dict[str, Any]]:
+    """A Job of the TrainJob whose pod template carries `gate` (JobSet created it)."""
+    view.record_wait(
+        f"a Job of {trainjob} to carry the gate {gate}",
+        JOB,
+        selector=f"{JOBSET_NAME_LABEL}={trainjob}",
+        jsonpath="{.items[*].spec.template.spec.schedulingGates[*].name}",
+        contains=gate,
+    )
+
+    def probe() -> list[dict[str, Any]] | NotYet:
+        jobs = jobs_of(view, trainjob)
+        carrying = [j for j in jobs if gate in _gates(job_pod_spec(j))]
+        return carrying or NotYet(f"{len(jobs)} Jobs, none carrying {gate}")
+
+    return view.wait(f"a Job of {trainjob} to carry {gate}", probe)
+
+
+def _gates(pod_spec: dict[str, Any]) -> list[str]:
+    return [gate["name"] for gate in pod_spec.get("schedulingGates") or []]
 
 
 def job_pod_spec(job: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,21 @@ from trainjob_conformance.policies.view import TrainJobView
 
 def wait_jobset(view: TrainJobView, name: str) -> dict[str, Any]:
     """The JobSet the Trainer builds for TrainJob `name` (same name)."""
+    view.record_wait(f"JobSet {name}", JOBSET, name=name)
     return view.wait(f"JobSet {name}", lambda: view.find(JOBSET, name) or NotYet("no JobSet"))
+
+
+def record_no_jobset(view: TrainJobView, trainjob: str, found: dict[str, Any] | None) -> None:
+    """Note what a managedBy policy judges: TrainJob `trainjob` has no JobSet (kubectl
+    prints nothing for an absent object with --ignore-not-found)."""
+    view.record_observation(
+        f"the JobSet of TrainJob {trainjob}",
+        JOBSET,
+        name=trainjob,
+        jsonpath="{.metadata.name}",
+        expected="",
+        observed=str(found["metadata"]["name"]) if found else "",
+    )
 
 
 def jobset_pod_spec(jobset: dict[str, Any], replicated_job: str) -> dict[str, Any]:
@@ -28,7 +42,21 @@ def active_by_replicated_job(jobset: dict[str, Any]) -> dict[str, int]:
     return {entry["name"]: int(entry.get("active") or 0) for entry in statuses}
 
 
+# The replicated jobs a JobSet reports, then those with active Jobs.
+_ACTIVE_JSONPATH = (
+    "{.status.replicatedJobsStatus[*].name}/{.status.replicatedJobsStatus[?(@.active>0)].name}"
+)
+
+
 def wait_jobset_active(view: TrainJobView, name: str) -> dict[str, Any]:
+    view.record_wait(
+        f"JobSet {name} to report active Jobs",
+        JOBSET,
+        name=name,
+        jsonpath="{.status.replicatedJobsStatus[?(@.active>0)].name}",
+        nonempty=True,
+    )
+
     def probe() -> dict[str, Any] | NotYet:
         jobset = view.get(JOBSET, name)
         active = active_by_replicated_job(jobset)
@@ -39,6 +67,14 @@ def wait_jobset_active(view: TrainJobView, name: str) -> dict[str, Any]:
 
 def wait_jobset_idle(view: TrainJobView, name: str) -> dict[str, Any]:
     """The JobSet reports a status for its replicated jobs, and no active Job in any."""
+    jobs = [entry["name"] for entry in view.get(JOBSET, name)["spec"]["replicatedJobs"]]
+    view.record_wait(
+        f"JobSet {name} to report no active Job",
+        JOBSET,
+        name=name,
+        jsonpath=_ACTIVE_JSONPATH,
+        equals=" ".join(jobs) + "/",
+    )
 
     def probe() -> dict[str, Any] | NotYet:
         jobset = view.get(JOBSET, name)
@@ -46,3 +82,34 @@ def wait_jobset_idle(view: TrainJobView, name: str) -> dict[str, Any]:
         return jobset if active and not any(active.values()) else NotYet(f"active Jobs: {active}")
 
     return view.wait(f"JobSet {name} to report no active Job", probe)
+
+
+def wait_jobset_template(
+    view: TrainJobView,
+    name: str,
+    replicated_job: str,
+    selector_key: str,
+    selector_value: str,
+    gates: list[str],
+) -> dict[str, Any]:
+    """The JobSet's pod template of `replicated_job` selects `selector_key=selector_value`
+    and carries exactly `gates` (sorted): an override edit has reached it."""
+    template = f'{{.spec.replicatedJobs[?(@.name=="{replicated_job}")].template.spec.template.spec'
+    key = selector_key.replace(".", "\\.")
+    view.record_wait(
+        f"JobSet {name} to select {selector_key}={selector_value} with gates {gates}",
+        JOBSET,
+        name=name,
+        jsonpath=f"{template}.nodeSelector.{key}}}/{template}.schedulingGates[*].name}}",
+        equals=f"{selector_value}/{' '.join(gates)}",
+    )
+
+    def probe() -> dict[str, Any] | None:
+        spec = jobset_pod_spec(view.get(JOBSET, name), replicated_job)
+        selector = spec.get("nodeSelector") or {}
+        found = sorted(gate["name"] for gate in spec.get("schedulingGates") or [])
+        return spec if selector.get(selector_key) == selector_value and found == gates else None
+
+    return view.wait(
+        f"JobSet {name} to select {selector_key}={selector_value} with gates {gates}", probe
+    )

@@ -47,9 +47,40 @@ def _phases(pods: list[Pod]) -> str:
     )
 
 
+def _selector(trainjob: str) -> str:
+    return f"{JOBSET_NAME_LABEL}={trainjob}"
+
+
+# kubectl's jsonpath for the gates of every Pod a selector finds, in one line.
+POD_GATES_JSONPATH = "{.items[*].spec.schedulingGates[*].name}"
+
+
+def record_pod_gates(view: TrainJobView, trainjob: str, pods: list[Pod], expected: str) -> None:
+    """Note what a gate policy judges of the Pods, as `kubectl get -o jsonpath` prints it."""
+    seen = " ".join(
+        gate["name"] for pod in pods for gate in pod["spec"].get("schedulingGates") or []
+    )
+    view.record_observation(
+        f"the scheduling gates of the Pods of TrainJob {trainjob}",
+        POD,
+        selector=_selector(trainjob),
+        jsonpath=POD_GATES_JSONPATH,
+        expected=expected,
+        observed=seen,
+    )
+
+
 def wait_pods(
     view: TrainJobView, trainjob: str, count: int, timeout: float = DEFAULT_TIMEOUT
 ) -> list[Pod]:
+    view.record_wait(
+        f"{count} Pods of TrainJob {trainjob}",
+        POD,
+        selector=_selector(trainjob),
+        jsonpath="{.items[*].metadata.name}",
+        count=count,
+    )
+
     def probe() -> list[Pod] | NotYet:
         pods = pods_of(view, trainjob)
         return pods if len(pods) == count else NotYet(f"{len(pods)} of {count} Pods")
@@ -112,6 +143,14 @@ def release_terminating(view: TrainJobView, pods: list[Pod]) -> None:
 def wait_terminating(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
     """`count` Pods deleted but still present: Terminating."""
 
+    view.record_wait(
+        f"{count} Terminating Pods of TrainJob {trainjob}",
+        POD,
+        selector=_selector(trainjob),
+        jsonpath="{.items[?(@.metadata.deletionTimestamp)].metadata.name}",
+        count=count,
+    )
+
     def probe() -> list[Pod] | NotYet:
         pods = pods_of(view, trainjob)
         terminating = [p for p in pods if p["metadata"].get("deletionTimestamp")]
@@ -123,6 +162,14 @@ def wait_terminating(view: TrainJobView, trainjob: str, count: int) -> list[Pod]
 
 
 def wait_pods_gone(view: TrainJobView, trainjob: str) -> None:
+    view.record_wait(
+        f"the Pods of TrainJob {trainjob} to be gone",
+        POD,
+        selector=_selector(trainjob),
+        jsonpath="{.items[*].metadata.name}",
+        count=0,
+    )
+
     def probe() -> bool | NotYet:
         pods = pods_of(view, trainjob)
         return True if not pods else NotYet(f"Pods left: {_phases(pods)}")
@@ -132,6 +179,13 @@ def wait_pods_gone(view: TrainJobView, trainjob: str) -> None:
 
 def wait_running(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
     """`count` Pods Running and the JobSet reporting them active."""
+    view.record_wait(
+        f"{count} Running Pods of TrainJob {trainjob}",
+        POD,
+        selector=_selector(trainjob),
+        jsonpath="{.items[*].status.phase}",
+        equals=" ".join(["Running"] * count),
+    )
 
     def probe() -> list[Pod] | NotYet:
         pods = pods_of(view, trainjob)

@@ -8,7 +8,8 @@ after it (trainjobs, jobsets, jobs, pods, workloads).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from trainjob_conformance.cluster.handle import ClusterHandle
@@ -88,6 +89,75 @@ class TrainJobView:
         logs = {name: self.cluster.controller_log_tail(name, 25) for name in names}
         return namespace_report(self.kube, self.namespace, logs)
 
+    def record_wait(
+        self,
+        what: str,
+        kind: Kind,
+        *,
+        name: str | None = None,
+        selector: str | None = None,
+        jsonpath: str | None = None,
+        condition: str | None = None,
+        dry_run_create: dict[str, Any] | None = None,
+        **match: Any,
+    ) -> None:
+        """Note a wait in kubectl's terms, for a reproduction (see kube/record.py).
+
+        The object is `name`, or the objects of a label `selector` (Pods and
+        Jobs, whose names a controller generates). With neither `jsonpath`
+        nor `condition` it is a wait for the object to exist. `match` is one
+        of equals=TEXT, contains=WORD, count=N (words) or nonempty=True, on
+        what `kubectl get -o jsonpath=...` prints (of `kubectl create
+        --dry-run=server -f` of `dry_run_create`, a wait on a webhook's answer).
+        """
+        if self.kube.recorder is None:
+            return
+        self.kube.recorder.wait(
+            what,
+            **_target(
+                self.kube.concrete(kind.api_version), kind.kind, self.namespace, name, selector
+            ),
+            jsonpath=jsonpath,
+            condition=condition,
+            match=match,
+            **({"dry_run_create": dry_run_create} if dry_run_create else {}),
+        )
+
+    @contextlib.contextmanager
+    def unrecorded(self) -> Iterator[None]:
+        """Requests that poll (a probe sent until its answer changes) stay out of the
+        record; the caller notes the wait itself, in kubectl's terms."""
+        recorder, self.kube.recorder = self.kube.recorder, None
+        try:
+            yield
+        finally:
+            self.kube.recorder = recorder
+
+    def record_observation(
+        self,
+        what: str,
+        kind: Kind,
+        *,
+        jsonpath: str,
+        expected: str,
+        observed: str,
+        name: str | None = None,
+        selector: str | None = None,
+    ) -> None:
+        """Note what a policy judges, as kubectl prints it: the value the policy
+        expects, and the value this run saw."""
+        if self.kube.recorder is None:
+            return
+        self.kube.recorder.observation(
+            what,
+            **_target(
+                self.kube.concrete(kind.api_version), kind.kind, self.namespace, name, selector
+            ),
+            jsonpath=jsonpath,
+            expected=expected,
+            observed=observed,
+        )
+
     def wait(
         self,
         description: str,
@@ -122,7 +192,20 @@ class TrainJobView:
             return NotYet(f"{condition_type} is {seen}")
 
         description = f"{kind.kind} {name} condition {condition_type}={status}"
+        self.record_wait(description, kind, name=name, condition=f"{condition_type}={status}")
         return self.wait(description, probe, timeout)
+
+
+def _target(
+    api_version: str, kind: str, namespace: str, name: str | None, selector: str | None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "namespace": namespace,
+        "name": name,
+        "selector": selector,
+    }
 
 
 def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:

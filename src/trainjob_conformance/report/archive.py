@@ -24,6 +24,8 @@ from trainjob_conformance.errors import ConformanceError
 
 TOP = "trainjob-conformance-results"
 SUFFIX = "-results.tar.gz"
+# A test's record (kube/record.py) beside its diagnostics: what `repro` reads.
+RECORD_SUFFIX = ".record.json"
 # Set by `trainjob-conformance run` for its pytest child: the command the user typed.
 COMMAND_ENV = "TRAINJOB_CONFORMANCE_COMMAND"
 

@@ -1,0 +1,113 @@
+"""`repro ID`: a bundle a maintainer can run with kubectl alone, from a test's record.
+
+The record comes from the profile's last results (`--results`, default
+`reports/`: the `<profile>-results.tar.gz` there, else its diagnostics). With
+none there, the policy's test runs once with recording on (a fresh embedded
+cluster, or `--kubeconfig`'s) into that directory first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from trainjob_conformance.cli.profile_args import add_profile, profile_arg
+from trainjob_conformance.errors import ConformanceError
+
+_POLICY_TEST = re.compile(r'@pytest\.mark\.policy\("([^"]+)"\)\s*(?:@[^\n]*\s*)*def (test_\w+)')
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    repro = sub.add_parser(
+        "repro",
+        help="write a reproduction bundle (manifests, repro.sh, a draft upstream issue) of a policy",
+    )
+    repro.add_argument("policy", metavar="ID", help="the policy, e.g. TO-MB-004")
+    add_profile(repro)
+    repro.add_argument("--out", help="the bundle's directory (default: repro-<ID>-<profile>)")
+    repro.add_argument(
+        "--results",
+        default="reports",
+        help="a report directory or results archive holding the record (default: %(default)s)",
+    )
+    repro.add_argument(
+        "--kubeconfig",
+        help="with no record yet: record the test on this cluster, not a fresh embedded one",
+    )
+    repro.set_defaults(func=run_repro)
+
+
+def test_of(policy: str, tests: Path) -> str:
+    """The name of the test that proves `policy` in the suite."""
+    for path in sorted(tests.glob("test_*.py")):
+        for found, name in _POLICY_TEST.findall(path.read_text()):
+            if found == policy:
+                return name
+    raise ConformanceError(f"no test in {tests} proves {policy}")
+
+
+def _record_once(args: argparse.Namespace, profile: str, results: Path, test: str) -> None:
+    from trainjob_conformance.cli import run
+
+    print(f"no record of {args.policy} in {results}: running {test} with recording on")
+    run_args = argparse.Namespace(
+        profile=profile,
+        with_=[],
+        cluster="existing" if args.kubeconfig else "embedded",
+        kubeconfig=args.kubeconfig,
+        image_source="local",
+        workers=0,
+        report=str(results),
+        pack=[],
+        record=True,
+        pytest_args=["-k", test],
+    )
+    code = run.run_run(run_args)
+    if code not in (0, 1):
+        raise ConformanceError(
+            f"recording {test} did not complete (exit {code}); see the output above"
+        )
+
+
+def run_repro(args: argparse.Namespace) -> int:
+    from trainjob_conformance.paths import require_suite
+    from trainjob_conformance.policies.catalog import load_catalog
+    from trainjob_conformance.report.repro.bundle import write_bundle
+    from trainjob_conformance.report.repro.records import record_of
+
+    profile = profile_arg(args)
+    suite = require_suite()
+    catalog = load_catalog(suite.catalog)
+    policy = catalog.get(args.policy)
+    if policy is None:
+        gaps = ", ".join(sorted(p for p, entry in catalog.items() if entry.has_known_gap))
+        raise ConformanceError(
+            f"{args.policy} is not a policy of the catalog; the known gaps are {gaps}"
+        )
+    results = Path(args.results)
+    record = record_of(policy.id, results, profile)
+    if record is None:
+        if results.is_file():
+            raise ConformanceError(
+                f"{results} holds no record of {policy.id} for profile {profile}; "
+                "run `trainjob-conformance run --record` or pass a report directory"
+            )
+        _record_once(args, profile, results, test_of(policy.id, suite.tests))
+        record = record_of(policy.id, results, profile)
+        if record is None:
+            raise ConformanceError(
+                f"the run left no record of {policy.id} in {results} (see its summary above)"
+            )
+    if record.get("result") not in ("known-gap", "FAIL"):
+        print(
+            f"note: {policy.id} was {record.get('result')} in the recorded run: "
+            "the bundle will print NOT REPRODUCED there"
+        )
+    out = Path(args.out or f"repro-{policy.id.lower()}-{profile}")
+    written = write_bundle(record, policy, suite.templates, out)
+    print(f"{policy.id} ({record.get('result')} on {profile}): bundle in {out}/")
+    for path in written:
+        print(f"  {path.relative_to(out)}")
+    print(f"run it: {out}/repro.sh KUBECONFIG")
+    return 0

@@ -1,0 +1,1 @@
+"""Reproduction bundles: a test's record as manifests, repro.sh and a draft upstream issue."""

@@ -1,0 +1,67 @@
+"""Writing a bundle: everything a maintainer needs to see a gap on their own cluster."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.policies.catalog import Policy
+from trainjob_conformance.report.repro.issue import issue_text, versions_line
+from trainjob_conformance.report.repro.records import Record
+from trainjob_conformance.report.repro.script import repro_script
+from trainjob_conformance.report.repro.standin import stand_in_fix
+from trainjob_conformance.report.repro.steps import replay_of
+
+STAND_IN_FILE = "stand-in-fix.yaml"
+
+
+def bundle_files(record: Record, policy: Policy, templates: Path) -> dict[str, str]:
+    """Each file of the bundle by its relative path."""
+    replay = replay_of(record)
+    if not any(step.observation for step in replay.steps):
+        raise ConformanceError(
+            f"the record of {policy.id} ({record.get('test')}) holds no observation: its test "
+            "never reached its `holds()` block or states no observation in kubectl's terms; "
+            "see docs/reproductions.md"
+        )
+    versions = versions_line(dict(record.get("versions") or {}))
+    header = [
+        f"Reproduces {policy.id}: {policy.title}",
+        f"with kubectl alone. Written by {record.get('user_agent', 'trainjob-conformance')} from",
+        f"a run of {record.get('recorded', '?')} ({versions}).",
+        "Usage: ./repro.sh [KUBECONFIG]",
+        "Exit: 0 REPRODUCED, 1 NOT REPRODUCED, 2 the cluster did not get to the observation.",
+        "Env: KUBECTL, REPRO_TIMEOUT (seconds per wait, default 120), REPRO_KEEP=1 keeps objects.",
+    ]
+    files: dict[str, str] = {}
+    for step in replay.steps:
+        files.update(step.files)
+    files["repro.sh"] = repro_script(replay, header, versions)
+    fix = stand_in_fix(templates, record, replay.namespace)
+    if fix is not None:
+        files[STAND_IN_FILE] = fix
+    public = {key: value for key, value in record.items() if not key.startswith("_")}
+    files["record.json"] = json.dumps(public, indent=2) + "\n"
+    names = sorted([*files, "README.md"])
+    files["README.md"] = issue_text(record, policy, replay, names, fix is not None)
+    return files
+
+
+def write_bundle(record: Record, policy: Policy, templates: Path, out: Path) -> list[Path]:
+    """Write the bundle into `out` (replacing a bundle written there before)."""
+    files = bundle_files(record, policy, templates)
+    if out.exists() and not (out / "repro.sh").is_file() and any(out.iterdir()):
+        raise ConformanceError(
+            f"{out} exists and holds no bundle; pass --out with a new or empty directory"
+        )
+    shutil.rmtree(out, ignore_errors=True)
+    written = []
+    for name, text in sorted(files.items()):
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    (out / "repro.sh").chmod(0o755)
+    return written

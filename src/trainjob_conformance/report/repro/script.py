@@ -1,0 +1,286 @@
+"""repro.sh: a replay of the steps with kubectl alone, ending in REPRODUCED or NOT REPRODUCED.
+
+Exit 0 REPRODUCED, 1 NOT REPRODUCED, 2 when the cluster did not get to the
+observation as the recorded run did (unreachable, a kind not served, a step
+answered otherwise, a wait timed out): then nothing was judged, and the
+script says which step and what it saw. Every wait is bounded and polls at
+short intervals; whatever the script created is deleted when it ends.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from trainjob_conformance.kube.record import OBSERVATION, REQUEST
+from trainjob_conformance.report.repro.steps import Replay, Step
+
+# How long an observed request is sent again while the cluster answers otherwise
+# than in the run: a webhook that judges from its manager's cache may not have
+# seen the state the steps before it waited for (the test does the same).
+OBSERVE_SECONDS = 5
+
+_PRELUDE = r"""set -euo pipefail
+cd "$(dirname "$0")"
+if [ $# -gt 0 ]; then export KUBECONFIG="$1"; fi
+if [ -z "${KUBECONFIG:-}" ]; then
+  echo "usage: $0 KUBECONFIG   (or set KUBECONFIG)" >&2
+  exit 2
+fi
+KUBECTL="${KUBECTL:-kubectl}"
+TIMEOUT="${REPRO_TIMEOUT:-120}"
+k() { "$KUBECTL" "$@"; }
+say() { printf '%s\n' "$*"; }
+setup_error() {
+  say "SETUP ERROR: $*" >&2
+  say "(exit 2: the cluster did not reach the observation as the recorded run did; nothing was judged)" >&2
+  exit 2
+}
+matches() { # HOW WANTED SEEN
+  case "$1" in
+    equals) [ "$3" = "$2" ] ;;
+    contains) [[ " $3 " == *" $2 "* ]] ;;
+    count) [ "$(wc -w <<<"$3")" -eq "$2" ] ;;
+    nonempty) [ -n "$3" ] ;;
+  esac
+}
+poll() { # TITLE HOW WANTED -- KUBECTL-ARGS: bounded, every 0.5 s
+  local title="$1" how="$2" want="$3" seen="" deadline=$((SECONDS + TIMEOUT))
+  shift 4
+  while :; do
+    if seen="$(k "$@" 2>&1)" && matches "$how" "$want" "$seen"; then
+      say "    ok: ${seen:-(nothing)}"
+      return 0
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      setup_error "timed out after ${TIMEOUT}s waiting for $title ($how '$want'); last seen: ${seen:-(nothing)}"
+    fi
+    sleep 0.5
+  done
+}
+request() { # RUN-ANSWER RETRIED TITLE -- KUBECTL-ARGS: the answer must be the run's
+  local want="$1" retried="$2" title="$3" out="" got deadline=$((SECONDS + TIMEOUT))
+  shift 4
+  while :; do
+    if out="$(k "$@" 2>&1)"; then got=accepted; else got=refused; fi
+    if [ "$got" = "$want" ]; then
+      say "    $got: ${out}"
+      return 0
+    fi
+    if [ "$retried" != yes ] || [ "$SECONDS" -ge "$deadline" ]; then
+      setup_error "$title was $got here but $want in the recorded run: $out"
+    fi
+    sleep 0.5
+  done
+}
+reproduced() { say ""; say "REPRODUCED: $*"; exit 0; }
+not_reproduced() { say ""; say "NOT REPRODUCED: $*"; exit 1; }
+observe_request() { # RUN-ANSWER WHAT -- KUBECTL-ARGS
+  local want="$1" what="$2" out="" got tries=0 deadline=$((SECONDS + OBSERVE_SECONDS))
+  shift 3
+  while :; do
+    if out="$(k "$@" 2>&1)"; then got=accepted; else got=refused; fi
+    tries=$((tries + 1))
+    if [ "$got" = "$want" ]; then
+      say "    $got: $out"
+      OBSERVED="$what: this cluster $got it: $out"
+      return 0
+    fi
+    [ "$tries" -gt 1 ] || say "    $got: $out"
+    # Only an acceptance is waited for: an accepted request changes what it sent.
+    if [ "$want" != accepted ] || [ "$SECONDS" -ge "$deadline" ]; then
+      not_reproduced "$what: this cluster $got it $tries times in ${OBSERVE_SECONDS}s, as the policy expects: $out"
+    fi
+    sleep 0.5
+  done
+}
+observe_value() { # WHAT EXPECTED -- KUBECTL-ARGS
+  local what="$1" expected="$2" seen
+  shift 3
+  seen="$(k "$@" 2>&1)" || setup_error "could not read $what: $seen"
+  say "    seen: '${seen}'   (the policy expects '${expected}')"
+  if [ "$seen" = "$expected" ]; then
+    not_reproduced "$what is '${seen}', as the policy expects"
+  fi
+  OBSERVED="$what is '${seen}' (the policy expects '${expected}')"
+}
+"""
+
+
+def _q(words: list[str]) -> str:
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _each(step: Step, body: str) -> list[str]:
+    """Lines running `body` (a command using "$obj") for each object of the step's selector."""
+    assert step.each_of is not None
+    resource, selector = step.each_of
+    return [
+        f'objs="$(k get {shlex.quote(resource)} -n "$NS" -l {shlex.quote(selector)} -o name)"',
+        f'[ -n "$objs" ] || setup_error {shlex.quote(f"no {resource} with {selector}")}',
+        "for obj in $objs; do",
+        f"  {body}",
+        "done",
+    ]
+
+
+def _request_lines(step: Step) -> list[str]:
+    answer = "accepted" if step.accepted else "refused"
+    args = step.kubectl
+    if step.each_of is not None:
+        # `patch RESOURCE {}` becomes `patch "$obj"` (kubectl's resource/name).
+        args = [w for w in args if w not in (step.each_of[0], "{}")]
+        verb, rest = args[0], args[1:]
+        command = f'{shlex.quote(verb)} "$obj" {_q(rest)}'
+    else:
+        command = _q(args)
+    if step.observation:
+        what = shlex.quote(step.title)
+        return [f"observe_request {answer} {what} -- {command}"]
+    retried = "yes" if step.retried else "no"
+    line = f"request {answer} {retried} {shlex.quote(step.title)} -- {command}"
+    return _each(step, line) if step.each_of is not None else [line]
+
+
+def _target(step: Step) -> list[str]:
+    if step.name:
+        return [step.resource, step.name, "-n", "$NS"]
+    return [step.resource, "-n", "$NS", "-l", step.selector or ""]
+
+
+def _quoted_target(step: Step) -> str:
+    return " ".join('"$NS"' if w == "$NS" else shlex.quote(w) for w in _target(step))
+
+
+def _wait_lines(step: Step) -> list[str]:
+    show = 'sed "s/^/    ok: /"'
+    lines = []
+    if step.name and not step.files:
+        lines.append(
+            f'k wait --for=create {shlex.quote(f"{step.resource}/{step.name}")} -n "$NS" '
+            f'--timeout="${{TIMEOUT}}s" | {"cat >/dev/null" if step.condition else show} '
+            f"|| setup_error {shlex.quote(f'timed out waiting for {step.title}')}"
+        )
+    if step.condition:
+        lines.append(
+            f"k wait --for=condition={shlex.quote(step.condition)} "
+            f'{shlex.quote(f"{step.resource}/{step.name}")} -n "$NS" --timeout="${{TIMEOUT}}s" '
+            f"| {show} "
+            f"|| setup_error {shlex.quote(f'timed out waiting for {step.title}')}"
+        )
+    if step.jsonpath:
+        ((how, want),) = step.match.items() or (("nonempty", True),)
+        wanted = "" if how == "nonempty" else str(want)
+        probe = next(iter(step.files), None)
+        source = (
+            f"create --dry-run=server -f {shlex.quote(probe)}"
+            if probe
+            else f"get {_quoted_target(step)}"
+        )
+        lines.append(
+            f"poll {shlex.quote(step.title)} {how} {shlex.quote(wanted)} -- {source} "
+            f"-o jsonpath={shlex.quote(step.jsonpath)}"
+        )
+    if not lines:
+        lines.append(f"say {shlex.quote('    (nothing to wait for)')}")
+    return lines
+
+
+def _observe_lines(step: Step) -> list[str]:
+    # A named object may be absent, which is an answer too: kubectl then prints nothing.
+    absent = " --ignore-not-found" if step.name else ""
+    return [
+        f"observe_value {shlex.quote(step.title)} {shlex.quote(step.expected)} -- get "
+        f"{_quoted_target(step)}{absent} -o jsonpath={shlex.quote(step.jsonpath or '')}"
+    ]
+
+
+def _cleanup(replay: Replay) -> list[str]:
+    lines = [
+        "cleanup() {",
+        "  local code=$?",
+        '  if [ "$CREATED" = yes ] && [ "${REPRO_KEEP:-}" != 1 ]; then',
+    ]
+    for resource, selector, finalizer in replay.finalizers:
+        patch = '{"metadata":{"$deleteFromPrimitiveList/finalizers":[%s]}}' % (
+            '"' + finalizer + '"'
+        )
+        lines += [
+            f'    for obj in $(k get {shlex.quote(resource)} -n "$NS" -l {shlex.quote(selector)} '
+            "-o name 2>/dev/null); do",
+            f'      k patch "$obj" -n "$NS" --type=strategic -p {shlex.quote(patch)} >/dev/null 2>&1 || true',
+            "    done",
+        ]
+    # The namespace first: a runtime stays while TrainJobs use it (the Trainer's finalizer).
+    lines += [
+        '    k delete namespace "$NS" --ignore-not-found --timeout="${TIMEOUT}s" >/dev/null 2>&1 \\',
+        '      || say "could not delete namespace $NS within ${TIMEOUT}s: delete it by hand" >&2',
+    ]
+    for resource, name, namespace in reversed(replay.outside):
+        where = f" -n {shlex.quote(namespace)}" if namespace else ""
+        lines.append(
+            f"    k delete {shlex.quote(resource)} {shlex.quote(name)}{where} --ignore-not-found "
+            '--timeout="${TIMEOUT}s" >/dev/null 2>&1 || true'
+        )
+    lines += [
+        "  fi",
+        '  exit "$code"',
+        "}",
+        "trap cleanup EXIT",
+    ]
+    return lines
+
+
+def _preflight(replay: Replay, versions: str) -> list[str]:
+    resources = sorted({s.resource for s in replay.steps if s.resource})
+    lines = [
+        "k version --request-timeout=10s >/dev/null 2>&1 \\",
+        '  || setup_error "cannot reach the cluster of $KUBECONFIG with $KUBECTL"',
+        f"for resource in {_q(resources)}; do",
+        '  k get "$resource" -n kube-system --request-timeout=10s >/dev/null 2>&1 \\',
+        f'    || setup_error "the cluster serves no $resource: install the stack ({versions})"',
+        "done",
+        'if k get namespace "$NS" >/dev/null 2>&1; then',
+        '  setup_error "namespace $NS exists (a previous run?): kubectl delete namespace $NS"',
+        "fi",
+    ]
+    for resource, name in replay.needs:
+        lines += [
+            f"k get {shlex.quote(resource)} {shlex.quote(name)} >/dev/null 2>&1 \\",
+            f"  || setup_error \"the steps use {resource} {name}, which the stack's release "
+            'manifests install; this cluster has none"',
+        ]
+    for resource, name, namespace in replay.outside:
+        where = f" -n {shlex.quote(namespace)}" if namespace else ""
+        target = f"{shlex.quote(resource)} {shlex.quote(name)}{where}"
+        lines += [
+            f"if k get {target} >/dev/null 2>&1; then",
+            f'  setup_error "{resource} {name} exists (a previous run?): kubectl delete {target}"',
+            "fi",
+        ]
+    return lines
+
+
+def repro_script(replay: Replay, header: list[str], versions: str) -> str:
+    total = len(replay.steps)
+    lines = ["#!/usr/bin/env bash", *(f"# {line}".rstrip() for line in header), _PRELUDE]
+    lines += [
+        f"NS={shlex.quote(replay.namespace)}",
+        f"OBSERVE_SECONDS={OBSERVE_SECONDS}",
+        "CREATED=no",
+        'OBSERVED=""',
+        *_cleanup(replay),
+        *_preflight(replay, versions),
+        "CREATED=yes",
+        "",
+    ]
+    for number, step in enumerate(replay.steps, 1):
+        label = "OBSERVE" if step.observation else step.kind
+        lines.append(f"say {shlex.quote(f'[{number}/{total}] {label}: {step.title}')}")
+        if step.kind == REQUEST:
+            lines += _request_lines(step)
+        elif step.kind == OBSERVATION:
+            lines += _observe_lines(step)
+        else:
+            lines += _wait_lines(step)
+    lines.append(f'reproduced "{replay.policy}: $OBSERVED"')
+    return "\n".join(lines) + "\n"

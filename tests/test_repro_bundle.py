@@ -1,0 +1,200 @@
+"""Reproduction bundles written from records of real runs (tests/records/, profile latest).
+
+The records are files a run wrote; nothing here talks to a cluster or fakes one.
+That repro.sh reproduces on a cluster is e2e/test_repro.py's job.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from trainjob_conformance.cli.main import main
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.errors import Rejected
+from trainjob_conformance.kube.record import Recorder
+from trainjob_conformance.paths import suite
+from trainjob_conformance.policies.catalog import load_catalog
+from trainjob_conformance.report.archive import write_archive
+from trainjob_conformance.report.repro.bundle import bundle_files, write_bundle
+from trainjob_conformance.report.repro.steps import replay_of
+
+RECORDS = Path(__file__).resolve().parent / "records"
+
+
+def record(policy: str) -> dict:
+    return json.loads((RECORDS / f"{policy}.record.json").read_text())
+
+
+def bundle(policy: str, changed: dict | None = None) -> dict[str, str]:
+    catalog = load_catalog(suite().catalog)
+    return bundle_files(changed or record(policy), catalog[policy], suite().templates)
+
+
+def test_a_bundle_holds_manifests_a_script_a_draft_issue_and_the_stand_in_fix():
+    files = bundle("TO-MB-004")
+
+    assert sorted(files) == [
+        "README.md",
+        "manifests/01-create-namespace-repro-to-mb-004.yaml",
+        "manifests/02-create-pytorchjob-fixed.yaml",
+        "manifests/03-patch-pytorchjob-fixed.json",
+        "manifests/04-patch-pytorchjob-fixed.json",
+        "record.json",
+        "repro.sh",
+        "stand-in-fix.yaml",
+    ]
+    readme = files["README.md"]
+    assert readme.startswith("# training-operator v1.9.3: runPolicy.managedBy is immutable")
+    assert "training-operator v1.9.3" in readme and "kubernetes v1.36.3" in readme
+    # Expected is the catalog's statement; observed is the cluster's own answer in the run.
+    assert "is denied by the training-operator's validating webhook" in readme
+    assert "accepted" in readme.split("## What happens")[1].split("## Expected")[0]
+    assert "pkg/webhooks/pytorch/pytorchjob_webhook.go" in readme
+    assert "https://github.com/kubeflow/training-operator/issues" in readme
+    assert "kubernetes.io/metadata.name: repro-to-mb-004" in files["stand-in-fix.yaml"]
+
+
+def test_the_random_namespace_becomes_a_fixed_one_everywhere_but_the_record():
+    original = record("TO-MB-004")["namespace"]
+    files = bundle("TO-MB-004")
+
+    assert [name for name, text in files.items() if original in text] == ["record.json"]
+    assert "NS=repro-to-mb-004" in files["repro.sh"]
+
+
+def test_repro_sh_is_valid_bash_with_bounded_waits_and_its_exit_codes(tmp_path):
+    files = bundle("TJ-EDIT-008")
+    script = tmp_path / "repro.sh"
+    script.write_text(files["repro.sh"])
+
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = files["repro.sh"]
+    assert text.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in text
+    assert "trap cleanup EXIT" in text
+    for word in ("reproduced()", "not_reproduced()", "setup_error()"):
+        assert word in text
+    # Every wait is bounded: kubectl wait with --timeout, or a poll with a deadline.
+    assert "--timeout=" in text and "deadline=$((SECONDS + TIMEOUT))" in text
+    assert "sleep 30" not in text and "sleep 5" not in text
+
+
+def test_pods_are_found_by_their_owner_label_never_by_a_recorded_name():
+    rec = record("TJ-EDIT-008")
+    pod_names = [e["name"] for e in rec["entries"] if e["step"] == "request" and e["kind"] == "Pod"]
+    files = bundle("TJ-EDIT-008")
+
+    assert len(pod_names) == 2
+    for name, text in files.items():
+        if name != "record.json":
+            assert not any(pod in text for pod in pod_names), name
+    script = files["repro.sh"]
+    assert "-l jobset.sigs.k8s.io/jobset-name=draining -o name" in script
+    # The finalizer the test added is removed again when the script ends.
+    assert "$deleteFromPrimitiveList/finalizers" in script
+
+
+def test_a_request_sent_until_accepted_is_one_retried_step():
+    rec = record("TJ-EDIT-008")
+    entries = rec["entries"]
+    probe = next(i for i, e in enumerate(entries) if e.get("dryRun"))
+    refused = copy.deepcopy(entries[probe])
+    refused["answer"] = {"ok": False, "status": 422, "message": "must be created before"}
+    rec["entries"] = [*entries[:probe], refused, refused, *entries[probe:]]
+
+    steps = [s for s in replay_of(rec).steps if "runtime-probe" in s.title]
+
+    assert len(steps) == 1 and steps[0].retried and steps[0].accepted
+
+
+def test_the_bundle_ends_at_the_last_observation():
+    rec = record("TO-MB-004")
+    after = copy.deepcopy(rec["entries"][-1])
+    del after["observation"]
+    after["body"] = {"spec": {"runPolicy": {"managedBy": "kubeflow.org/training-operator"}}}
+    rec["entries"].append(after)
+
+    replay = replay_of(rec)
+
+    assert len(replay.steps) == 4 and replay.steps[-1].observation
+
+
+def test_a_record_without_an_observation_is_refused_in_one_line():
+    rec = record("TO-MB-004")
+    for entry in rec["entries"]:
+        entry.pop("observation", None)
+
+    with pytest.raises(ConformanceError, match="holds no observation"):
+        bundle("TO-MB-004", rec)
+
+
+def test_the_recorder_keeps_answers_and_marks_the_observation():
+    recorder = Recorder()
+    where = {"apiVersion": "v1", "kind": "Pod", "namespace": "n", "name": "p"}
+    recorder.request("create", where, {"a": 1}, lambda: {"metadata": {"name": "p"}})
+
+    def refused():
+        raise Rejected(403, "Forbidden", "denied")
+
+    with recorder.observing(), pytest.raises(Rejected):
+        recorder.request("patch", where, {"b": 2}, refused)
+
+    first, second = recorder.entries
+    assert first["answer"] == {"ok": True, "object": {"metadata": {"name": "p"}}}
+    assert "observation" not in first
+    assert second["answer"]["message"] == "denied" and second["observation"] is True
+
+
+def _archive_with(directory: Path, *records: str) -> Path:
+    diagnostics = directory / "diagnostics" / "latest"
+    diagnostics.mkdir(parents=True)
+    for name in records:
+        (diagnostics / f"e2e_t.py_{name}.record.json").write_text(
+            (RECORDS / f"{name}.record.json").read_text()
+        )
+    (directory / "latest.json").write_text("{}")
+    return write_archive(directory, "latest", {}, "trainjob-conformance run", {})
+
+
+def test_repro_writes_the_bundle_from_a_results_archive(tmp_path, capsys):
+    archive = _archive_with(tmp_path / "reports", "TO-MB-004")
+    out = tmp_path / "bundle"
+
+    code = main(["repro", "TO-MB-004", "--results", str(archive), "--out", str(out)])
+
+    assert code == 0
+    assert (out / "repro.sh").stat().st_mode & 0o111
+    assert "repro.sh" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["repro", "TJ-NOPE-001"], "TJ-NOPE-001 is not a policy of the catalog; the known gaps"),
+        (["repro", "TJ-EDIT-007"], "holds no record of TJ-EDIT-007 for profile latest"),
+        (["repro", "TO-MB-004", "--profile", "nightly"], "--profile"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, says):
+    archive = _archive_with(tmp_path / "reports", "TO-MB-004")
+
+    code = main([*args, "--results", str(archive), "--out", str(tmp_path / "b")])
+
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and says in err, err
+    assert "Traceback" not in err
+
+
+def test_a_directory_that_holds_no_bundle_is_not_overwritten(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep")
+    catalog = load_catalog(suite().catalog)
+
+    with pytest.raises(ConformanceError, match="holds no bundle"):
+        write_bundle(record("TO-MB-004"), catalog["TO-MB-004"], suite().templates, out)
+    assert (out / "notes.txt").read_text() == "keep"
