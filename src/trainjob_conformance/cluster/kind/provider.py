@@ -284,11 +284,12 @@ class KindStackCluster:
         handle = ClusterHandle(
             provider="kind",
             kubeconfig=self.kubeconfig,
-            # Only what it installs.
+            # Only what it runs: no kwok (real kubelets), the training-operator
+            # where it was installed.
             versions={
                 k: v
                 for k, v in self.profile.versions.items()
-                if k in COMPONENT_KEYS or k in self.controllers
+                if (k in COMPONENT_KEYS and k != "kwok") or k in self.controllers
             },
             profile=self.profile.name,
             run_dir=self.run_dir,
