@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from trainjob_conformance.cli.main import main
+from trainjob_conformance.cli.repro import policy_test_name
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.errors import Rejected
 from trainjob_conformance.kube.record import Recorder
@@ -49,11 +50,13 @@ def test_a_bundle_holds_manifests_a_script_a_draft_issue_and_the_stand_in_fix():
         "stand-in-fix.yaml",
     ]
     readme = files["README.md"]
-    assert readme.startswith("# training-operator v1.9.3: runPolicy.managedBy is immutable")
+    assert readme.startswith('# training-operator v1.9.3: "runPolicy.managedBy is immutable')
     assert "training-operator v1.9.3" in readme and "kubernetes v1.36.3" in readme
     # Expected is the catalog's statement; observed is the cluster's own answer in the run.
     assert "is denied by the training-operator's validating webhook" in readme
-    assert "accepted" in readme.split("## What happens")[1].split("## Expected")[0]
+    happened = readme.split("## What happens")[1].split("## Expected")[0]
+    assert "accepted" in happened
+    assert "the cluster stored: spec.runPolicy.managedBy=kueue.x-k8s.io/multikueue" in happened
     assert "pkg/webhooks/pytorch/pytorchjob_webhook.go" in readme
     assert "https://github.com/kubeflow/training-operator/issues" in readme
     assert "kubernetes.io/metadata.name: repro-to-mb-004" in files["stand-in-fix.yaml"]
@@ -198,3 +201,11 @@ def test_a_directory_that_holds_no_bundle_is_not_overwritten(tmp_path):
     with pytest.raises(ConformanceError, match="holds no bundle"):
         write_bundle(record("TO-MB-004"), catalog["TO-MB-004"], suite().templates, out)
     assert (out / "notes.txt").read_text() == "keep"
+
+
+def test_the_test_of_a_policy_is_found_in_the_suite():
+    assert policy_test_name("TO-MB-004", suite().tests) == (
+        "test_managed_by_is_immutable_in_the_webhooks_words"
+    )
+    with pytest.raises(ConformanceError, match="no test in"):
+        policy_test_name("TJ-NOPE-001", suite().tests)

@@ -28,6 +28,20 @@ def versions_line(versions: dict[str, str]) -> str:
     return ", ".join(f"{name} {version}" for name, version in versions.items())
 
 
+# What a version of the recorded run says to a maintainer who runs the script elsewhere.
+_VERSION_NOTES = {
+    "kwok": "the recorded run's simulated nodes; the script does not need them",
+    "etcd": "the recorded run's",
+}
+
+
+def versions_list(versions: dict[str, str]) -> str:
+    return "\n".join(
+        f"- {name} {version}" + (f" ({_VERSION_NOTES[name]})" if name in _VERSION_NOTES else "")
+        for name, version in versions.items()
+    )
+
+
 def _command(step: Step) -> str:
     if step.kind == REQUEST:
         words = list(step.kubectl)
@@ -68,6 +82,8 @@ def observed_text(replay: Replay) -> str:
         if step.kind == REQUEST and step.observation:
             answer = "accepted" if step.accepted else f"refused: {step.message}"
             lines.append(f"{step.title}: {answer}")
+            if step.stored:
+                lines.append(f"the cluster stored: {step.stored}")
         elif step.kind == OBSERVATION:
             lines.append(f"{step.title}: '{step.observed}' (expected '{step.expected}')")
     return "\n".join(lines)
@@ -101,7 +117,7 @@ def issue_text(
         if has_fix
         else ""
     )
-    return f"""# {component} {version}: {policy.title} does not hold
+    return f"""# {component} {version}: "{policy.title}" does not hold
 
 <!-- A draft upstream issue, written by {record.get("user_agent", "trainjob-conformance")}
 from the record of a real run ({record.get("recorded", "?")}, profile {record.get("profile", "?")}).
@@ -121,7 +137,7 @@ On {component} {version}, at the last step of the reproduction below:
 
 ## Versions
 
-{versions_line(versions)}
+{versions_list(versions)}
 
 ## Reproduce
 
