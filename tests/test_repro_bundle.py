@@ -41,6 +41,7 @@ def test_a_bundle_holds_manifests_a_script_a_draft_issue_and_the_stand_in_fix():
 
     assert sorted(files) == [
         "README.md",
+        "apply-stand-in-fix.sh",
         "manifests/01-create-namespace-repro-to-mb-004.yaml",
         "manifests/02-create-pytorchjob-fixed.yaml",
         "manifests/03-patch-pytorchjob-fixed.json",
@@ -60,6 +61,9 @@ def test_a_bundle_holds_manifests_a_script_a_draft_issue_and_the_stand_in_fix():
     assert "pkg/webhooks/pytorch/pytorchjob_webhook.go" in readme
     assert "https://github.com/kubeflow/training-operator/issues" in readme
     assert "kubernetes.io/metadata.name: repro-to-mb-004" in files["stand-in-fix.yaml"]
+    # The canary comes last, so that once it answers the fix before it is in effect too.
+    assert files["stand-in-fix.yaml"].rstrip().endswith("kubernetes.io/metadata.name: default")
+    assert "repro-to-mb-004-stand-in-canary" in files["apply-stand-in-fix.sh"]
 
 
 def test_the_random_namespace_becomes_a_fixed_one_everywhere_but_the_record():
@@ -76,6 +80,9 @@ def test_repro_sh_is_valid_bash_with_bounded_waits_and_its_exit_codes(tmp_path):
     script.write_text(files["repro.sh"])
 
     subprocess.run(["bash", "-n", str(script)], check=True)
+    apply = tmp_path / "apply-stand-in-fix.sh"
+    apply.write_text(files["apply-stand-in-fix.sh"])
+    subprocess.run(["bash", "-n", str(apply)], check=True)
     text = files["repro.sh"]
     assert text.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in text
     assert "trap cleanup EXIT" in text

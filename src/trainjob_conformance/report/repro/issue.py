@@ -110,8 +110,8 @@ def issue_text(
         f"namespace `{replay.namespace}` only (read its comment for what it approximates). It is\n"
         "not a proposed fix; it shows what the script prints once the behaviour is right:\n\n"
         "```bash\n"
-        "kubectl apply -f stand-in-fix.yaml\n"
-        './repro.sh "$KUBECONFIG"            # NOT REPRODUCED, exit 1\n'
+        './apply-stand-in-fix.sh "$KUBECONFIG"   # kubectl apply; waits until in effect\n'
+        './repro.sh "$KUBECONFIG"                # NOT REPRODUCED, exit 1\n'
         "kubectl delete -f stand-in-fix.yaml\n"
         "```\n"
         if has_fix
