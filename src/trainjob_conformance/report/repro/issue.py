@@ -42,7 +42,7 @@ def versions_list(versions: dict[str, str]) -> str:
     )
 
 
-def _command(step: Step) -> str:
+def _command(step: Step, namespace: str) -> str:
     if step.kind == REQUEST:
         words = list(step.kubectl)
         if step.each_of is not None:
@@ -50,16 +50,22 @@ def _command(step: Step) -> str:
             words = [w if w != "{}" else f"<each of -l {selector}>" for w in words]
         line = "kubectl " + " ".join(shlex.quote(w) for w in words)
         return line.replace("'<each", "<each").replace(">'", ">")
-    target = step.name or f"-l {step.selector}"
+    target = (step.name or f"-l {step.selector}") + f" -n {namespace}"
+    if step.kind == WAIT and step.files:
+        probe = next(iter(step.files))
+        return f"kubectl create --dry-run=server -f {probe} -o jsonpath='{step.jsonpath}'"
     if step.kind == WAIT and step.condition:
-        return f"kubectl wait --for=condition={step.condition} {step.resource}/{step.name}"
+        return (
+            f"kubectl wait --for=condition={step.condition} {step.resource}/{step.name} "
+            f"-n {namespace}"
+        )
     if step.kind == WAIT and not step.jsonpath:
-        return f"kubectl wait --for=create {step.resource}/{step.name}"
+        return f"kubectl wait --for=create {step.resource}/{step.name} -n {namespace}"
     return f"kubectl get {step.resource} {target} -o jsonpath='{step.jsonpath}'"
 
 
-def _step_line(number: int, step: Step) -> str:
-    command = f"`{_command(step)}`"
+def _step_line(number: int, step: Step, namespace: str) -> str:
+    command = f"`{_command(step, namespace)}`"
     if step.kind == REQUEST:
         answer = "accepted" if step.accepted else f"refused: {step.message}"
         retried = " (sent again until so: a webhook's cache catches up)" if step.retried else ""
@@ -102,7 +108,9 @@ def issue_text(
         if thread
         else f"https://github.com/{REPOSITORIES.get(policy.component, policy.component)}/issues"
     )
-    steps = "\n".join(_step_line(n, s) for n, s in enumerate(replay.steps, 1))
+    steps = "\n".join(
+        _step_line(n, step, replay.namespace) for n, step in enumerate(replay.steps, 1)
+    )
     listing = "\n".join(f"- `{name}`" for name in files)
     fix = (
         '\n## What "fixed" looks like\n\n'
