@@ -216,3 +216,19 @@ def test_the_test_of_a_policy_is_found_in_the_suite():
     )
     with pytest.raises(ConformanceError, match="no test in"):
         policy_test_name("TJ-NOPE-001", suite().tests)
+
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [("results", "no such results archive"), ("out", "is a file")],
+)
+def test_bad_paths_are_refused_before_any_cluster_starts(tmp_path, capsys, where, says):
+    a_file = tmp_path / "afile"
+    a_file.write_text("")
+    results = tmp_path / "missing-results.tar.gz" if where == "results" else tmp_path
+    out = a_file if where == "out" else tmp_path / "b"
+
+    code = main(["repro", "TO-MB-004", "--results", str(results), "--out", str(out)])
+
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and says in err, err

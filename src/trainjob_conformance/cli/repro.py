@@ -71,6 +71,18 @@ def _record_once(args: argparse.Namespace, profile: str, results: Path, test: st
         )
 
 
+def _check_paths(results: Path, out: Path) -> None:
+    """Refuse before a cluster is started, not after."""
+    from trainjob_conformance.report.archive import SUFFIX
+
+    if results.name.endswith((".tar.gz", ".tgz")) and not results.is_file():
+        raise ConformanceError(
+            f"--results {results}: no such results archive; pass a *{SUFFIX} or a report directory"
+        )
+    if out.exists() and not out.is_dir():
+        raise ConformanceError(f"--out {out} is a file; pass a new or empty directory")
+
+
 def run_repro(args: argparse.Namespace) -> int:
     from trainjob_conformance.paths import require_suite
     from trainjob_conformance.policies.catalog import load_catalog
@@ -87,6 +99,8 @@ def run_repro(args: argparse.Namespace) -> int:
             f"{args.policy} is not a policy of the catalog; the known gaps are {gaps}"
         )
     results = Path(args.results)
+    out = Path(args.out or f"repro-{policy.id.lower()}-{profile}")
+    _check_paths(results, out)
     record = record_of(policy.id, results, profile)
     # A run of the one test goes beside the results, never over a full run's report.
     own = results / f"repro-{policy.id.lower()}"
@@ -109,7 +123,6 @@ def run_repro(args: argparse.Namespace) -> int:
             f"note: {policy.id} was {record.get('result')} in the recorded run: "
             "the bundle will print NOT REPRODUCED there"
         )
-    out = Path(args.out or f"repro-{policy.id.lower()}-{profile}")
     written = write_bundle(record, policy, suite.templates, out)
     print(f"{policy.id} ({record.get('result')} on {profile}): bundle in {out}/")
     for path in written:
