@@ -32,7 +32,9 @@ from trainjob_conformance.policies.pods import (
     gate_names,
     pods_of,
     pods_resource_version,
+    record_pod_label,
     release_held_pods,
+    wait_pods,
     wait_running,
     watch_pods,
 )
@@ -231,6 +233,7 @@ def test_kueue_ungates_tas_pods_into_one_topology_domain(
     runtime = training_runtime(hold=True, required_topology=level)
 
     since, created = submit_tas(view, runtime, queue)
+    wait_pods(view, "tas", 2)
     workload = wait_admitted(view, "tas")
     assigned = [
         a["name"]
@@ -242,6 +245,7 @@ def test_kueue_ungates_tas_pods_into_one_topology_domain(
         f"Kueue admitted the Workload with a topology assignment for {assigned} "
         "while its Pods wait behind the topology gate"
     )
+    record_pod_label(view, "tas", created, PODSET_LABEL, expected=" ".join(assigned * 2))
 
     with trainjob_policy.holds():
         for name, versions in created.items():

@@ -79,12 +79,27 @@ def test_the_bundle_reproduces_the_gap_and_not_its_stand_in_fix(trainjob_cluster
     assert clean.returncode == 0, f"{clean.stdout}\n{clean.stderr}"
     assert f"\nREPRODUCED: {policy}" in clean.stdout, clean.stdout
 
-    fix = bundle / "stand-in-fix.yaml"
-    apply = [kubectl, "--kubeconfig", str(kubeconfig)]
-    subprocess.run([*apply, "apply", "-f", str(fix)], check=True, capture_output=True)
+    # Applied, and in effect once its canary answers (the script waits for that).
+    env = {**os.environ, "KUBECTL": kubectl}
+    applied = subprocess.run(
+        [str(bundle / "apply-stand-in-fix.sh"), str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        env=env,
+    )
+    fix = [
+        kubectl,
+        "--kubeconfig",
+        str(kubeconfig),
+        "delete",
+        "-f",
+        str(bundle / "stand-in-fix.yaml"),
+    ]
     try:
+        assert applied.returncode == 0, f"{applied.stdout}\n{applied.stderr}"
         fixed = _repro(bundle, kubeconfig, kubectl)
     finally:
-        subprocess.run([*apply, "delete", "-f", str(fix)], check=True, capture_output=True)
+        subprocess.run([*fix, "--ignore-not-found"], check=True, capture_output=True)
     assert fixed.returncode == 1, f"{fixed.stdout}\n{fixed.stderr}"
     assert "\nNOT REPRODUCED: " in fixed.stdout, fixed.stdout

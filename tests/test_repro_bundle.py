@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from trainjob_conformance.cli.main import main
+from trainjob_conformance.cli.repro import policy_test_name
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.errors import Rejected
 from trainjob_conformance.kube.record import Recorder
@@ -40,6 +41,7 @@ def test_a_bundle_holds_manifests_a_script_a_draft_issue_and_the_stand_in_fix():
 
     assert sorted(files) == [
         "README.md",
+        "apply-stand-in-fix.sh",
         "manifests/01-create-namespace-repro-to-mb-004.yaml",
         "manifests/02-create-pytorchjob-fixed.yaml",
         "manifests/03-patch-pytorchjob-fixed.json",
@@ -49,14 +51,19 @@ def test_a_bundle_holds_manifests_a_script_a_draft_issue_and_the_stand_in_fix():
         "stand-in-fix.yaml",
     ]
     readme = files["README.md"]
-    assert readme.startswith("# training-operator v1.9.3: runPolicy.managedBy is immutable")
+    assert readme.startswith('# training-operator v1.9.3: "runPolicy.managedBy is immutable')
     assert "training-operator v1.9.3" in readme and "kubernetes v1.36.3" in readme
     # Expected is the catalog's statement; observed is the cluster's own answer in the run.
     assert "is denied by the training-operator's validating webhook" in readme
-    assert "accepted" in readme.split("## What happens")[1].split("## Expected")[0]
+    happened = readme.split("## What happens")[1].split("## Expected")[0]
+    assert "accepted" in happened
+    assert "the cluster stored: spec.runPolicy.managedBy=kueue.x-k8s.io/multikueue" in happened
     assert "pkg/webhooks/pytorch/pytorchjob_webhook.go" in readme
     assert "https://github.com/kubeflow/training-operator/issues" in readme
     assert "kubernetes.io/metadata.name: repro-to-mb-004" in files["stand-in-fix.yaml"]
+    # The canary comes last, so that once it answers the fix before it is in effect too.
+    assert files["stand-in-fix.yaml"].rstrip().endswith("kubernetes.io/metadata.name: default")
+    assert "repro-to-mb-004-stand-in-canary" in files["apply-stand-in-fix.sh"]
 
 
 def test_the_random_namespace_becomes_a_fixed_one_everywhere_but_the_record():
@@ -73,6 +80,9 @@ def test_repro_sh_is_valid_bash_with_bounded_waits_and_its_exit_codes(tmp_path):
     script.write_text(files["repro.sh"])
 
     subprocess.run(["bash", "-n", str(script)], check=True)
+    apply = tmp_path / "apply-stand-in-fix.sh"
+    apply.write_text(files["apply-stand-in-fix.sh"])
+    subprocess.run(["bash", "-n", str(apply)], check=True)
     text = files["repro.sh"]
     assert text.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in text
     assert "trap cleanup EXIT" in text
@@ -198,3 +208,27 @@ def test_a_directory_that_holds_no_bundle_is_not_overwritten(tmp_path):
     with pytest.raises(ConformanceError, match="holds no bundle"):
         write_bundle(record("TO-MB-004"), catalog["TO-MB-004"], suite().templates, out)
     assert (out / "notes.txt").read_text() == "keep"
+
+
+def test_the_test_of_a_policy_is_found_in_the_suite():
+    assert policy_test_name("TO-MB-004", suite().tests) == (
+        "test_managed_by_is_immutable_in_the_webhooks_words"
+    )
+    with pytest.raises(ConformanceError, match="no test in"):
+        policy_test_name("TJ-NOPE-001", suite().tests)
+
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [("results", "no such results archive"), ("out", "is a file")],
+)
+def test_bad_paths_are_refused_before_any_cluster_starts(tmp_path, capsys, where, says):
+    a_file = tmp_path / "afile"
+    a_file.write_text("")
+    results = tmp_path / "missing-results.tar.gz" if where == "results" else tmp_path
+    out = a_file if where == "out" else tmp_path / "b"
+
+    code = main(["repro", "TO-MB-004", "--results", str(results), "--out", str(out)])
+
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and says in err, err

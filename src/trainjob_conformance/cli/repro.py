@@ -1,9 +1,10 @@
 """`repro ID`: a bundle a maintainer can run with kubectl alone, from a test's record.
 
 The record comes from the profile's last results (`--results`, default
-`reports/`: the `<profile>-results.tar.gz` there, else its diagnostics). With
-none there, the policy's test runs once with recording on (a fresh embedded
-cluster, or `--kubeconfig`'s) into that directory first.
+`reports/`: the `<profile>-results.tar.gz` there, else its diagnostics), or
+from `<results>/repro-<id>/`. With none, the policy's test runs once with
+recording on (a fresh embedded cluster, or `--kubeconfig`'s) into
+`<results>/repro-<id>/`, beside a full run's report, never over it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     repro.set_defaults(func=run_repro)
 
 
-def test_of(policy: str, tests: Path) -> str:
+def policy_test_name(policy: str, tests: Path) -> str:
     """The name of the test that proves `policy` in the suite."""
     for path in sorted(tests.glob("test_*.py")):
         for found, name in _POLICY_TEST.findall(path.read_text()):
@@ -70,6 +71,18 @@ def _record_once(args: argparse.Namespace, profile: str, results: Path, test: st
         )
 
 
+def _check_paths(results: Path, out: Path) -> None:
+    """Refuse before a cluster is started, not after."""
+    from trainjob_conformance.report.archive import SUFFIX
+
+    if results.name.endswith((".tar.gz", ".tgz")) and not results.is_file():
+        raise ConformanceError(
+            f"--results {results}: no such results archive; pass a *{SUFFIX} or a report directory"
+        )
+    if out.exists() and not out.is_dir():
+        raise ConformanceError(f"--out {out} is a file; pass a new or empty directory")
+
+
 def run_repro(args: argparse.Namespace) -> int:
     from trainjob_conformance.paths import require_suite
     from trainjob_conformance.policies.catalog import load_catalog
@@ -86,25 +99,30 @@ def run_repro(args: argparse.Namespace) -> int:
             f"{args.policy} is not a policy of the catalog; the known gaps are {gaps}"
         )
     results = Path(args.results)
+    out = Path(args.out or f"repro-{policy.id.lower()}-{profile}")
+    _check_paths(results, out)
     record = record_of(policy.id, results, profile)
+    # A run of the one test goes beside the results, never over a full run's report.
+    own = results / f"repro-{policy.id.lower()}"
+    if record is None and results.is_file():
+        raise ConformanceError(
+            f"{results} holds no record of {policy.id} for profile {profile}; "
+            "run `trainjob-conformance run --record` or pass a report directory"
+        )
     if record is None:
-        if results.is_file():
-            raise ConformanceError(
-                f"{results} holds no record of {policy.id} for profile {profile}; "
-                "run `trainjob-conformance run --record` or pass a report directory"
-            )
-        _record_once(args, profile, results, test_of(policy.id, suite.tests))
-        record = record_of(policy.id, results, profile)
+        record = record_of(policy.id, own, profile)
+    if record is None:
+        _record_once(args, profile, own, policy_test_name(policy.id, suite.tests))
+        record = record_of(policy.id, own, profile)
         if record is None:
             raise ConformanceError(
-                f"the run left no record of {policy.id} in {results} (see its summary above)"
+                f"the run left no record of {policy.id} in {own} (see its summary above)"
             )
     if record.get("result") not in ("known-gap", "FAIL"):
         print(
             f"note: {policy.id} was {record.get('result')} in the recorded run: "
             "the bundle will print NOT REPRODUCED there"
         )
-    out = Path(args.out or f"repro-{policy.id.lower()}-{profile}")
     written = write_bundle(record, policy, suite.templates, out)
     print(f"{policy.id} ({record.get('result')} on {profile}): bundle in {out}/")
     for path in written:

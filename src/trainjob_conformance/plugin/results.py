@@ -116,6 +116,13 @@ class PolicyResults:
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=2) + "\n")
+        if row.diagnostics:
+            # The diagnostics say where the record is and what turns it into a bundle.
+            with path.with_name(Path(row.diagnostics).name).open("a") as diagnostics:
+                diagnostics.write(
+                    f"\n\nrecord of what the test sent: {path.name} "
+                    f"(trainjob-conformance repro {row.policy} writes a bundle from it)\n"
+                )
 
     def _write_diagnostics(self, report: pytest.TestReport, details: str) -> str:
         path, relative = self._diagnostics_path(report.nodeid, ".txt")

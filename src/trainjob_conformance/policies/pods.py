@@ -70,6 +70,32 @@ def record_pod_gates(view: TrainJobView, trainjob: str, pods: list[Pod], expecte
     )
 
 
+def record_pod_label(
+    view: TrainJobView,
+    trainjob: str,
+    history: dict[str, list[Pod]],
+    label: str,
+    expected: str,
+) -> None:
+    """Note what a policy judges of a label on the Pods (their latest versions), as
+    `kubectl get -o jsonpath` prints it: the values, in the order of the Pods' names."""
+    latest = [versions[-1] for _, versions in sorted(history.items())]
+    seen = " ".join(
+        (pod["metadata"].get("labels") or {})[label]
+        for pod in latest
+        if label in (pod["metadata"].get("labels") or {})
+    )
+    escaped = label.replace(".", "\\.")
+    view.record_observation(
+        f"the {label} label of the Pods of TrainJob {trainjob}",
+        POD,
+        selector=_selector(trainjob),
+        jsonpath=f"{{.items[*].metadata.labels.{escaped}}}",
+        expected=expected,
+        observed=seen,
+    )
+
+
 def wait_pods(
     view: TrainJobView, trainjob: str, count: int, timeout: float = DEFAULT_TIMEOUT
 ) -> list[Pod]:

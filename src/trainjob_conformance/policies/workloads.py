@@ -32,8 +32,19 @@ def wait_workload(view: TrainJobView, trainjob: str) -> dict[str, Any]:
 
 
 def wait_admitted(view: TrainJobView, trainjob: str) -> dict[str, Any]:
-    name = wait_workload(view, trainjob)["metadata"]["name"]
-    return view.wait_for_condition(WORKLOAD, name, "Admitted")
+    # Kueue names the Workload after the TrainJob's uid: a replay finds it by its owner.
+    view.record_wait(
+        f"the Workload of TrainJob {trainjob} to be Admitted",
+        WORKLOAD,
+        jsonpath=(
+            f'{{.items[?(@.metadata.ownerReferences[0].name=="{trainjob}")]'
+            '.status.conditions[?(@.type=="Admitted")].status}'
+        ),
+        equals="True",
+    )
+    with view.unrecorded():
+        name = wait_workload(view, trainjob)["metadata"]["name"]
+        return view.wait_for_condition(WORKLOAD, name, "Admitted")
 
 
 def wait_pending_for_quota(view: TrainJobView, trainjob: str) -> dict[str, Any]:

@@ -11,10 +11,11 @@ from trainjob_conformance.policies.catalog import Policy
 from trainjob_conformance.report.repro.issue import issue_text, versions_line
 from trainjob_conformance.report.repro.records import Record
 from trainjob_conformance.report.repro.script import repro_script
-from trainjob_conformance.report.repro.standin import stand_in_fix
+from trainjob_conformance.report.repro.standin import apply_script, stand_in_fix
 from trainjob_conformance.report.repro.steps import replay_of
 
 STAND_IN_FILE = "stand-in-fix.yaml"
+APPLY_FILE = "apply-stand-in-fix.sh"
 
 
 def bundle_files(record: Record, policy: Policy, templates: Path) -> dict[str, str]:
@@ -42,6 +43,7 @@ def bundle_files(record: Record, policy: Policy, templates: Path) -> dict[str, s
     fix = stand_in_fix(templates, record, replay.namespace)
     if fix is not None:
         files[STAND_IN_FILE] = fix
+        files[APPLY_FILE] = apply_script(replay.namespace)
     public = {key: value for key, value in record.items() if not key.startswith("_")}
     files["record.json"] = json.dumps(public, indent=2) + "\n"
     names = sorted([*files, "README.md"])
@@ -63,5 +65,7 @@ def write_bundle(record: Record, policy: Policy, templates: Path, out: Path) -> 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         written.append(path)
-    (out / "repro.sh").chmod(0o755)
+    for script in ("repro.sh", APPLY_FILE):
+        if (out / script).is_file():
+            (out / script).chmod(0o755)
     return written

@@ -28,7 +28,21 @@ def versions_line(versions: dict[str, str]) -> str:
     return ", ".join(f"{name} {version}" for name, version in versions.items())
 
 
-def _command(step: Step) -> str:
+# What a version of the recorded run says to a maintainer who runs the script elsewhere.
+_VERSION_NOTES = {
+    "kwok": "the recorded run's simulated nodes; the script does not need them",
+    "etcd": "the recorded run's",
+}
+
+
+def versions_list(versions: dict[str, str]) -> str:
+    return "\n".join(
+        f"- {name} {version}" + (f" ({_VERSION_NOTES[name]})" if name in _VERSION_NOTES else "")
+        for name, version in versions.items()
+    )
+
+
+def _command(step: Step, namespace: str) -> str:
     if step.kind == REQUEST:
         words = list(step.kubectl)
         if step.each_of is not None:
@@ -36,16 +50,22 @@ def _command(step: Step) -> str:
             words = [w if w != "{}" else f"<each of -l {selector}>" for w in words]
         line = "kubectl " + " ".join(shlex.quote(w) for w in words)
         return line.replace("'<each", "<each").replace(">'", ">")
-    target = step.name or f"-l {step.selector}"
+    target = (step.name or f"-l {step.selector}") + f" -n {namespace}"
+    if step.kind == WAIT and step.files:
+        probe = next(iter(step.files))
+        return f"kubectl create --dry-run=server -f {probe} -o jsonpath='{step.jsonpath}'"
     if step.kind == WAIT and step.condition:
-        return f"kubectl wait --for=condition={step.condition} {step.resource}/{step.name}"
+        return (
+            f"kubectl wait --for=condition={step.condition} {step.resource}/{step.name} "
+            f"-n {namespace}"
+        )
     if step.kind == WAIT and not step.jsonpath:
-        return f"kubectl wait --for=create {step.resource}/{step.name}"
+        return f"kubectl wait --for=create {step.resource}/{step.name} -n {namespace}"
     return f"kubectl get {step.resource} {target} -o jsonpath='{step.jsonpath}'"
 
 
-def _step_line(number: int, step: Step) -> str:
-    command = f"`{_command(step)}`"
+def _step_line(number: int, step: Step, namespace: str) -> str:
+    command = f"`{_command(step, namespace)}`"
     if step.kind == REQUEST:
         answer = "accepted" if step.accepted else f"refused: {step.message}"
         retried = " (sent again until so: a webhook's cache catches up)" if step.retried else ""
@@ -68,6 +88,8 @@ def observed_text(replay: Replay) -> str:
         if step.kind == REQUEST and step.observation:
             answer = "accepted" if step.accepted else f"refused: {step.message}"
             lines.append(f"{step.title}: {answer}")
+            if step.stored:
+                lines.append(f"the cluster stored: {step.stored}")
         elif step.kind == OBSERVATION:
             lines.append(f"{step.title}: '{step.observed}' (expected '{step.expected}')")
     return "\n".join(lines)
@@ -86,7 +108,9 @@ def issue_text(
         if thread
         else f"https://github.com/{REPOSITORIES.get(policy.component, policy.component)}/issues"
     )
-    steps = "\n".join(_step_line(n, s) for n, s in enumerate(replay.steps, 1))
+    steps = "\n".join(
+        _step_line(n, step, replay.namespace) for n, step in enumerate(replay.steps, 1)
+    )
     listing = "\n".join(f"- `{name}`" for name in files)
     fix = (
         '\n## What "fixed" looks like\n\n'
@@ -94,14 +118,14 @@ def issue_text(
         f"namespace `{replay.namespace}` only (read its comment for what it approximates). It is\n"
         "not a proposed fix; it shows what the script prints once the behaviour is right:\n\n"
         "```bash\n"
-        "kubectl apply -f stand-in-fix.yaml\n"
-        './repro.sh "$KUBECONFIG"            # NOT REPRODUCED, exit 1\n'
+        './apply-stand-in-fix.sh "$KUBECONFIG"   # kubectl apply; waits until in effect\n'
+        './repro.sh "$KUBECONFIG"                # NOT REPRODUCED, exit 1\n'
         "kubectl delete -f stand-in-fix.yaml\n"
         "```\n"
         if has_fix
         else ""
     )
-    return f"""# {component} {version}: {policy.title} does not hold
+    return f"""# {component} {version}: "{policy.title}" does not hold
 
 <!-- A draft upstream issue, written by {record.get("user_agent", "trainjob-conformance")}
 from the record of a real run ({record.get("recorded", "?")}, profile {record.get("profile", "?")}).
@@ -121,7 +145,7 @@ On {component} {version}, at the last step of the reproduction below:
 
 ## Versions
 
-{versions_line(versions)}
+{versions_list(versions)}
 
 ## Reproduce
 

@@ -99,9 +99,9 @@ observe_value() { # WHAT EXPECTED -- KUBECTL-ARGS
   seen="$(k "$@" 2>&1)" || setup_error "could not read $what: $seen"
   say "    seen: '${seen}'   (the policy expects '${expected}')"
   if [ "$seen" = "$expected" ]; then
-    not_reproduced "$what is '${seen}', as the policy expects"
+    not_reproduced "$what: '${seen}', as the policy expects"
   fi
-  OBSERVED="$what is '${seen}' (the policy expects '${expected}')"
+  OBSERVED="$what: '${seen}' (the policy expects '${expected}')"
 }
 """
 
@@ -199,6 +199,7 @@ def _cleanup(replay: Replay) -> list[str]:
         "cleanup() {",
         "  local code=$?",
         '  if [ "$CREATED" = yes ] && [ "${REPRO_KEEP:-}" != 1 ]; then',
+        '    say "(deleting what the script created; REPRO_KEEP=1 keeps it)" >&2',
     ]
     for resource, selector, finalizer in replay.finalizers:
         patch = '{"metadata":{"$deleteFromPrimitiveList/finalizers":[%s]}}' % (
@@ -226,6 +227,9 @@ def _cleanup(replay: Replay) -> list[str]:
         '  exit "$code"',
         "}",
         "trap cleanup EXIT",
+        # A signal ends the script through exit, so that the EXIT trap cleans up.
+        "trap 'exit 130' INT",
+        "trap 'exit 143' TERM",
     ]
     return lines
 

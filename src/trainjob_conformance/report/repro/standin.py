@@ -61,14 +61,50 @@ def _external_trainjobs(entries: list[dict[str, Any]]) -> list[str]:
 def stand_in_fix(templates: Path, record: Record, namespace: str) -> str | None:
     """The rendered stand-in fix of the record's policy, or None if it has none."""
     policy = str(record["policy"])
-    path = templates / STAND_IN_DIR / f"{_SAME_CAUSE.get(policy, policy)}.yaml.j2"
-    if not path.is_file():
+    name = f"{_SAME_CAUSE.get(policy, policy)}.yaml.j2"
+    if not (templates / STAND_IN_DIR / name).is_file():
         return None
     entries = list(record.get("entries") or [])
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return environment.from_string(path.read_text()).render(
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates / STAND_IN_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return environment.get_template(name).render(
         namespace=namespace,
         override_field=_override_field(entries),
         gates=_removed_gates(entries),
         external_trainjobs=_external_trainjobs(entries),
     )
+
+
+APPLY_SCRIPT = r"""#!/usr/bin/env bash
+# Applies stand-in-fix.yaml and waits (bounded) until its canary, applied last by
+# the same admission plugin, answers: then the fix is in effect and repro.sh can
+# run. Remove it afterwards with: kubectl delete -f stand-in-fix.yaml
+set -euo pipefail
+cd "$(dirname "$0")"
+if [ $# -gt 0 ]; then export KUBECONFIG="$1"; fi
+KUBECTL="${KUBECTL:-kubectl}"
+TIMEOUT="${REPRO_TIMEOUT:-120}"
+"$KUBECTL" apply -f stand-in-fix.yaml
+deadline=$((SECONDS + TIMEOUT))
+while :; do
+  # A validating canary refuses the dry run; a mutating one labels it.
+  out="$("$KUBECTL" create configmap CANARY -n default --dry-run=server \
+    -o jsonpath='{.metadata.labels.stand-in-fix}' 2>&1)" || true
+  case "$out" in
+    in-effect | *"stand-in fix in effect"*) echo "stand-in fix in effect"; exit 0 ;;
+  esac
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    echo "the stand-in fix was not in effect after ${TIMEOUT}s; its canary answered: $out" >&2
+    exit 2
+  fi
+  sleep 0.5
+done
+"""
+
+
+def apply_script(namespace: str) -> str:
+    """apply-stand-in-fix.sh: apply the fix, then wait until its canary answers."""
+    return APPLY_SCRIPT.replace("CANARY", f"{namespace}-stand-in-canary")

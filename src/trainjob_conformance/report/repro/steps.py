@@ -59,6 +59,7 @@ class Step:
     message: str = ""
     retried: bool = False  # sent until the cluster gave the run's last answer
     observation: bool = False
+    stored: str = ""  # accepted: what the cluster stored of the fields the request set
     # Objects a controller named: the request goes to each object of this selector.
     each_of: tuple[str, str] | None = None  # (resource, label selector)
     # Waits and observations.
@@ -154,6 +155,20 @@ def _leaves(value: Any, path: str = "") -> list[str]:
     return [f"{path}={text if len(text) <= 72 else 'the edit in its file'}"]
 
 
+def _stored(body: Any, answer: dict[str, Any]) -> str:
+    """The fields a patch set, as the cluster's answer stored them."""
+    stored = answer.get("object") or {}
+    found = []
+    for leaf in _leaves(body) if isinstance(body, dict) else []:
+        path = leaf.split("=", 1)[0]
+        value: Any = stored
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            found.append(f"{path}={value if isinstance(value, str) else json.dumps(value)}")
+    return ", ".join(found)
+
+
 def _summary(body: Any) -> str:
     """What a patch changes, in a few words: `spec.suspend=false`."""
     leaves = _leaves(body) if isinstance(body, dict) else []
@@ -179,6 +194,7 @@ def _request_step(entry: dict[str, Any], number: int, selector: str | None) -> S
         message=str(answer.get("message") or ""),
         observation=bool(entry.get("observation")),
         resource=resource,
+        stored=_stored(body, answer) if verb == "patch" and answer.get("ok") else "",
     )
     target = "{}" if selector is not None else entry.get("name")
     if selector is not None:
