@@ -41,7 +41,7 @@ class Suite:
     example_pack: Path
 
     def missing(self) -> list[Path]:
-        wanted = (self.catalog, self.templates, self.tests)
+        wanted = (self.catalog, self.breaks, self.templates, self.tests)
         return [path for path in wanted if not path.exists()]
 
 
