@@ -94,7 +94,6 @@ def run_prove(args: argparse.Namespace) -> int:
             policies=policies,
             templates=found.templates,
             out=run_dir / "runs",
-            report_dir=report_dir,
             packs=tuple(pack.root for pack in packs),
             parallel=args.parallel,
         )

@@ -43,7 +43,6 @@ class ProveRequest:
     policies: list[str]
     templates: Path
     out: Path  # the children's reports
-    report_dir: Path  # where the table goes
     packs: tuple[Path, ...] = ()
     parallel: int = 4
     workers: int = 2
