@@ -35,7 +35,9 @@ CONFLIST_PATH = "/etc/cni/net.d/10-tjc-ptp.conflist"
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane:NoSchedule"
 # Zone of each worker, in kind's worker order: two zones, one with two nodes.
 WORKER_ZONES = ("zone-a", "zone-a", "zone-b")
-_CIDR_TIMEOUT = 60.0
+# kube-controller-manager allocates a subnet as a node registers; a worker joined last
+# under load (2 cores shared by two clusters) took over 60 s to have one.
+_CIDR_TIMEOUT = 180.0
 
 
 def worker_labels(count: int) -> list[dict[str, str]]:
