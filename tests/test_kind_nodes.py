@@ -84,3 +84,9 @@ def test_controllers_install_on_the_control_plane_and_the_workers_are_given_back
         ("uncordon", W1.name),
         ("uncordon", W2.name),
     ]
+
+
+def test_a_low_inotify_instance_limit_is_named_with_the_fix() -> None:
+    assert nodes.inotify_shortfall("512\n") is None
+    line = nodes.inotify_shortfall("128\n")
+    assert line is not None and "is 128" in line and "max_user_instances=512" in line

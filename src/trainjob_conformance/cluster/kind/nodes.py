@@ -22,6 +22,7 @@ import json
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from trainjob_conformance.cluster.capabilities import ZONE_LABEL
@@ -38,6 +39,27 @@ WORKER_ZONES = ("zone-a", "zone-a", "zone-b")
 # kube-controller-manager allocates a subnet as a node registers; a worker joined last
 # under load (2 cores shared by two clusters) took over 60 s to have one.
 _CIDR_TIMEOUT = 180.0
+# kind's known-issues page: each node's systemd, containerd and kubelet take
+# inotify instances; at the kernel's default of 128, seven nodes on one host ran
+# out (a kubelet: "Failed to start cAdvisor: inotify_init: too many open files").
+KIND_INOTIFY_INSTANCES = 512
+_INOTIFY_PATH = "/proc/sys/fs/inotify/max_user_instances"
+
+
+def inotify_shortfall(text: str | None = None) -> str | None:
+    """One line when the host's inotify instance limit is below what kind asks for
+    several nodes, else None."""
+    try:
+        limit = int(text if text is not None else Path(_INOTIFY_PATH).read_text())
+    except (OSError, ValueError):
+        return None
+    if limit >= KIND_INOTIFY_INSTANCES:
+        return None
+    return (
+        f"fs.inotify.max_user_instances is {limit} on this host; kind asks for "
+        f"{KIND_INOTIFY_INSTANCES} for several nodes, and a kubelet that finds none left "
+        f"exits (sysctl -w fs.inotify.max_user_instances={KIND_INOTIFY_INSTANCES}, as root)"
+    )
 
 
 def worker_labels(count: int) -> list[dict[str, str]]:
@@ -95,7 +117,7 @@ def off_control_plane(pods: list[dict[str, Any]], control_plane: str) -> list[tu
     ]
 
 
-def read_nodes(kube: Kube, expected: int) -> list[KindNode]:
+def read_nodes(kube: Kube, expected: int, cluster: str) -> list[KindNode]:
     """The cluster's nodes once all `expected` have a pod subnet (bounded wait)."""
 
     def look() -> list[KindNode] | NotYet:
@@ -121,7 +143,27 @@ def read_nodes(kube: Kube, expected: int) -> list[KindNode]:
     try:
         return wait_for("every kind node's pod subnet", look, timeout=_CIDR_TIMEOUT)
     except WaitTimeout as error:
-        raise ConformanceError(str(error)) from None
+        seen = {n["metadata"]["name"] for n in kube.list(*NODE)}
+        raise ConformanceError(f"{error}{_unregistered(cluster, seen)}") from None
+
+
+def _unregistered(cluster: str, seen: set[str]) -> str:
+    """The last kubelet error of each node container that has no Node: why it is missing."""
+    listed = subprocess.run(
+        ["docker", "ps", "--filter", f"label=io.x-k8s.kind.cluster={cluster}",
+         "--format", "{{.Names}}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    lines = []
+    for name in sorted(set(listed.stdout.split()) - seen):
+        journal = subprocess.run(
+            ["docker", "exec", name, "sh", "-c",
+             "journalctl -u kubelet --no-pager -n 300 | grep -E ' E[0-9]{4} ' | tail -1"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        lines.append(f"\n{name} is not a node; its kubelet's last error: {journal.stdout.strip()}")
+    shortfall = inotify_shortfall()
+    return "".join(lines) + (f"\n{shortfall}" if lines and shortfall else "")
 
 
 def _exec(node: str, args: list[str], stdin: bytes | None = None) -> None:

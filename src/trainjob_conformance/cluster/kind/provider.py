@@ -224,6 +224,9 @@ class KindStackCluster:
             node_image = UPSTREAM_NODE_IMAGE.format(**versions)
             self.images = {"source": "upstream", "node": node_image}
         self._timed("images", started)
+        shortfall = kind_nodes.inotify_shortfall() if self.workers else None
+        if shortfall:
+            say(shortfall)
         on_v1 = kind_config.cgroup_v1()
         if on_v1:
             say("the host runs cgroup v1: the kubelet is told failCgroupV1: false")
@@ -289,7 +292,7 @@ class KindStackCluster:
             return
         kube = Kube(api_client_for(self.kubeconfig))
         with step(f"wiring pod networking across {self.workers + 1} nodes"):
-            nodes = kind_nodes.read_nodes(kube, self.workers + 1)
+            nodes = kind_nodes.read_nodes(kube, self.workers + 1, self.name)
             kind_nodes.wire_pod_network(nodes)
         with kind_nodes.ControllersOnControlPlane(
             lambda *args: self._kubectl(kubectl, *args), nodes
