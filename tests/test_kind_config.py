@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import yaml
+
 from trainjob_conformance.cluster.kind import config
 
 V1 = "cgroup /sys/fs/cgroup tmpfs rw 0 0\ncgroup /sys/fs/cgroup/cpu cgroup rw 0 0\n"
@@ -27,3 +29,15 @@ def test_an_ordinary_host_gets_only_the_short_kubelet_sync() -> None:
     cfg = config.cluster_config("kindest/node:v1.36.3", "run1", False, False, None)
     assert cfg["kubeadmConfigPatches"] == ["kind: KubeletConfiguration\nsyncFrequency: 5s\n"]
     assert "containerdConfigPatches" not in cfg
+
+
+def test_the_peer_kubeconfig_names_the_control_plane_on_the_kind_network() -> None:
+    text = (
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kind-x\n  cluster:\n"
+        "    certificate-authority-data: Q0E=\n    server: https://127.0.0.1:40123\n"
+    )
+    peer = yaml.safe_load(config.kubeconfig_at(text, "172.18.0.3"))
+    assert peer["clusters"][0]["cluster"] == {
+        "certificate-authority-data": "Q0E=",
+        "server": "https://172.18.0.3:6443",
+    }

@@ -165,25 +165,33 @@ def trainjob_cluster(request: pytest.FixtureRequest) -> ClusterHandle:
 def trainjob_worker_cluster(
     trainjob_cluster: ClusterHandle, request: pytest.FixtureRequest
 ) -> ClusterHandle:
-    """A second embedded cluster with the same stack, for MultiKueue worker policies.
+    """A second cluster with the same stack, for MultiKueue worker policies: embedded
+    beside an embedded cluster, kind beside kind (its kubeconfig reaches the API server
+    from the manager cluster's Pods).
 
     Started on first use by the process that needs it and stopped at the end of
     that process's session.
     """
-    from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
     from trainjob_conformance.stack.profiles import load_profile
 
     # An `existing` cluster with a run directory is one an embedded `up` (or
     # `prove`) started here: a worker beside it is as reachable as beside our own.
-    beside_embedded = trainjob_cluster.provider in ("embedded", "existing")
-    if not beside_embedded or trainjob_cluster.run_dir is None:
+    providers = ("embedded", "existing", "kind")
+    if trainjob_cluster.provider not in providers or trainjob_cluster.run_dir is None:
         pytest.skip(
-            "a MultiKueue worker needs a second cluster, which only the embedded provider "
-            f"can start (this run uses {trainjob_cluster.provider!r})"
+            "a MultiKueue worker needs a second cluster, which only the embedded and kind "
+            f"providers can start (this run uses {trainjob_cluster.provider!r})"
         )
-    worker = EmbeddedStackCluster(
-        load_profile(trainjob_cluster.profile), trainjob_cluster.run_dir / f"worker-{os.getpid()}"
-    )
+    profile = load_profile(trainjob_cluster.profile)
+    worker: Any
+    if trainjob_cluster.provider == "kind":
+        from trainjob_conformance.cluster.kind.provider import multikueue_worker
+
+        worker = multikueue_worker(profile, trainjob_cluster.run_dir)
+    else:
+        from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
+
+        worker = EmbeddedStackCluster(profile, trainjob_cluster.run_dir / f"worker-{os.getpid()}")
     request.addfinalizer(worker.down)
     try:
         return worker.up()

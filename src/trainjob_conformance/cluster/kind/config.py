@@ -27,8 +27,10 @@ def cluster_config(
     on_cgroup_v1: bool,
     restrict_oom_score_adj: bool,
     etcd_tag: str | None,
+    workers: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """kind's Cluster object for one control-plane node.
+    """kind's Cluster object: one control-plane node, and a worker per entry of
+    `workers` (its node labels).
 
     - kubelets >= 1.35 refuse cgroup v1 unless failCgroupV1 is false;
     - where the host withholds CAP_SYS_RESOURCE, runc cannot raise a sandbox's
@@ -59,7 +61,11 @@ def cluster_config(
         "apiVersion": "kind.x-k8s.io/v1alpha4",
         "networking": {"apiServerAddress": "127.0.0.1"},
         "nodes": [
-            {"role": "control-plane", "image": node_image, "labels": {HARNESS_LABEL: run_id}}
+            {"role": "control-plane", "image": node_image, "labels": {HARNESS_LABEL: run_id}},
+            *(
+                {"role": "worker", "image": node_image, "labels": {HARNESS_LABEL: run_id, **labels}}
+                for labels in workers or []
+            ),
         ],
     }
     if patches:
@@ -75,3 +81,12 @@ def write_config(path: Path, config: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+def kubeconfig_at(text: str, address: str, port: int = 6443) -> str:
+    """A kind kubeconfig with every cluster's server at `address`:`port` (the control-plane
+    container on the kind network) instead of the host's 127.0.0.1 port mapping."""
+    config = yaml.safe_load(text)
+    for cluster in config.get("clusters") or []:
+        cluster["cluster"]["server"] = f"https://{address}:{port}"
+    return yaml.safe_dump(config, sort_keys=False)

@@ -15,11 +15,13 @@ as a subprocess, always with --kubeconfig, so ~/.kube/config is never touched.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, IMAGES_PULLED, ClusterHandle
@@ -32,6 +34,7 @@ from trainjob_conformance.cluster.health.readiness import (
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
 from trainjob_conformance.cluster.kind import config as kind_config
+from trainjob_conformance.cluster.kind import nodes as kind_nodes
 from trainjob_conformance.cluster.kind import reclaim
 from trainjob_conformance.cluster.kind.binaries import build_node_binaries, node_versions
 from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
@@ -67,6 +70,10 @@ CONTROLLERS = {
 }
 _ROLLOUT_TIMEOUT = "300s"
 IMAGE_SOURCES = ("local", "upstream")
+# Workers beside the control plane: enough for a label that splits the nodes and
+# a topology zone of two nodes (cluster/kind/nodes.py); each is a container on
+# the host's CPUs, so no more.
+WORKERS = len(kind_nodes.WORKER_ZONES)
 
 
 # The install step after which each controller's rollout is awaited: the
@@ -116,6 +123,9 @@ class KindStackCluster:
         run_dir: Path,
         image_source: str = "local",
         install_steps: Callable[..., list[InstallStep]] = kind_install_steps,
+        workers: int = WORKERS,
+        name: str | None = None,
+        for_peers: bool = False,
     ) -> None:
         if image_source not in IMAGE_SOURCES:
             raise ConformanceError(
@@ -125,7 +135,11 @@ class KindStackCluster:
         self.profile = profile
         self.run_dir = run_dir
         self.image_source = image_source
-        self.name = cluster_name(run_dir)
+        self.name = name or cluster_name(run_dir)
+        self.workers = workers
+        # The handle's kubeconfig names the API server on the kind network, where
+        # another kind cluster's Pods reach it (a MultiKueue worker's).
+        self.for_peers = for_peers
         self.docker: DockerDaemon | None = None
         self.record: reclaim.ClusterRecord | None = None
         self.watch: StackWatch | None = None
@@ -210,6 +224,9 @@ class KindStackCluster:
             node_image = UPSTREAM_NODE_IMAGE.format(**versions)
             self.images = {"source": "upstream", "node": node_image}
         self._timed("images", started)
+        shortfall = kind_nodes.inotify_shortfall() if self.workers else None
+        if shortfall:
+            say(shortfall)
         on_v1 = kind_config.cgroup_v1()
         if on_v1:
             say("the host runs cgroup v1: the kubelet is told failCgroupV1: false")
@@ -221,6 +238,7 @@ class KindStackCluster:
                 on_cgroup_v1=on_v1,
                 restrict_oom_score_adj=lacks_sys_resource(),
                 etcd_tag=catalog.etcd_image_tag(versions["etcd"]) if local else None,
+                workers=kind_nodes.worker_labels(self.workers),
             ),
         )
         self.record = reclaim.new_record(
@@ -241,21 +259,48 @@ class KindStackCluster:
                 )
         self._timed("kind_create", started)
         started = time.monotonic()
-        for image in to_load:
-            with step(f"loading {image} into {self.name}"):
-                result = subprocess.run(
-                    [str(kind_bin), "load", "docker-image", "--name", self.name, image],
-                    capture_output=True, text=True, check=False,
-                )  # fmt: skip
-                if result.returncode != 0:
-                    raise ConformanceError(f"kind load {image} failed: {result.stderr.strip()}")
-        names = ", ".join(self.controllers)
-        with step(f"building the release manifests of {names}"):
-            steps = self.install_steps(self.profile, kubectl, local)
-        with step(f"installing {names} from their release manifests"):
-            for args in install_plan(steps):
-                self._kubectl(kubectl, *args)
+        with self._workers_kept_whole(kubectl):
+            self._timed("nodes", started)
+            started = time.monotonic()
+            for image in to_load:
+                # The controllers run on the control plane (cluster/kind/nodes.py): only
+                # the test image goes to every node, which saves a load per worker.
+                where = [] if image == HOLD_IMAGE or not self.workers else [
+                    "--nodes", f"{self.name}-control-plane"]  # fmt: skip
+                with step(f"loading {image} into {self.name}"):
+                    result = subprocess.run(
+                        [str(kind_bin), "load", "docker-image", "--name", self.name, *where,
+                         image],
+                        capture_output=True, text=True, check=False,
+                    )  # fmt: skip
+                    if result.returncode != 0:
+                        raise ConformanceError(f"kind load {image} failed: {result.stderr.strip()}")
+            names = ", ".join(self.controllers)
+            with step(f"building the release manifests of {names}"):
+                steps = self.install_steps(self.profile, kubectl, local)
+            with step(f"installing {names} from their release manifests"):
+                for args in install_plan(steps):
+                    self._kubectl(kubectl, *args)
         self._timed("install", started)
+
+    @contextlib.contextmanager
+    def _workers_kept_whole(self, kubectl: Path) -> Iterator[None]:
+        """With workers: pod networking across the nodes, and the stack's controllers and
+        CoreDNS on the control-plane node while they install (cluster/kind/nodes.py)."""
+        if not self.workers:
+            yield
+            return
+        kube = Kube(api_client_for(self.kubeconfig))
+        with step(f"wiring pod networking across {self.workers + 1} nodes"):
+            nodes = kind_nodes.read_nodes(kube, self.workers + 1, self.name)
+            kind_nodes.wire_pod_network(nodes)
+        with kind_nodes.ControllersOnControlPlane(
+            lambda *args: self._kubectl(kubectl, *args), nodes
+        ):
+            moved = kind_nodes.settle_system_pods(kube, nodes)
+            if moved:
+                say(f"restarted on the control plane's subnet: {', '.join(n for _, n in moved)}")
+            yield
 
     def _journal_tail(self) -> str:
         containers = reclaim.node_containers(self.name, harness_only=False)
@@ -283,7 +328,7 @@ class KindStackCluster:
         say(f"kind timings (s): {self.timings}")
         handle = ClusterHandle(
             provider="kind",
-            kubeconfig=self.kubeconfig,
+            kubeconfig=self._peer_kubeconfig() if self.for_peers else self.kubeconfig,
             # Only what it runs: no kwok (real kubelets), the training-operator
             # where it was installed.
             versions={
@@ -307,6 +352,24 @@ class KindStackCluster:
         self.watch = StackWatch(self.run_dir / HEALTH_FILE, probes, interval=2.0).start()
         handle.health_file = self.watch.path
         return handle
+
+    def _peer_kubeconfig(self) -> Path:
+        """The kubeconfig with the API server at the control-plane container's address on
+        the kind network (port 6443, in kubeadm's certificate), which the host reaches
+        too; written beside the other and removed with the run directory's cluster."""
+        node = f"{self.name}-control-plane"
+        result = subprocess.run(
+            ["docker", "inspect", "--format",
+             f"{{{{(index .NetworkSettings.Networks \"{reclaim.KIND_NETWORK}\").IPAddress}}}}",
+             node],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        address = result.stdout.strip()
+        if result.returncode != 0 or not address:
+            raise ConformanceError(f"no address of {node} on the kind network: {result.stderr}")
+        path = self.run_dir / "kind-kubeconfig-peers.yaml"
+        path.write_text(kind_config.kubeconfig_at(self.kubeconfig.read_text(), address))
+        return path
 
     def down_hint(self) -> str:
         kind_bin = self.record.kind_bin if self.record else "kind"
@@ -334,6 +397,22 @@ class KindStackCluster:
         if self.docker is not None:
             self.docker.stop()
             self.docker = None
+
+
+# A MultiKueue worker runs the TrainJob's 2 Pods, each as large as a worker node.
+MULTIKUEUE_WORKER_NODES = 2
+
+
+def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackCluster:
+    """A second kind cluster beside the run's, with the same images and stack, for
+    MultiKueue: its handle's kubeconfig works from the manager cluster's Pods."""
+    return KindStackCluster(
+        profile,
+        manager_run_dir / f"worker-{os.getpid()}",
+        workers=MULTIKUEUE_WORKER_NODES,
+        name=f"{cluster_name(manager_run_dir)}-mk{os.getpid()}",
+        for_peers=True,
+    )
 
 
 def from_request(request: ClusterRequest) -> KindStackCluster:

@@ -114,7 +114,9 @@ def reclaim_abandoned(runs_root: Path) -> None:
     """
     if not runs_root.is_dir():
         return
-    for path in sorted(runs_root.glob(f"*/{RECORD_FILE}")):
+    # A run's MultiKueue worker cluster is recorded one level down (<run>/worker-<pid>/).
+    records = [*runs_root.glob(f"*/{RECORD_FILE}"), *runs_root.glob(f"*/*/{RECORD_FILE}")]
+    for path in sorted(records):
         record = ClusterRecord.read(path)
         if record is None or record.state != "running" or record.owner_alive():
             continue

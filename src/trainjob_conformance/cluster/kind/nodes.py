@@ -1,0 +1,219 @@
+"""Several kind nodes without kindnetd: each node's pod subnet, routes between them, a
+topology the policies can find, and controllers kept off the workers.
+
+kindnetd (kind's own CNI daemon) is not on the Go module proxy, so the node
+image carries a ptp conflist on one fixed subnet (cluster/kind/images/node.py).
+With several nodes each node needs the pod subnet kube-controller-manager gave
+it (spec.podCIDR) in its conflist, and a route to every other node's subnet
+through that node's address on the kind network: what kindnetd writes.
+
+The workers carry a zone label (two in one zone, one in another), the labels a
+cloud node has, so a label splits the nodes and Kueue's topology-aware
+scheduling finds a zone with two nodes. The policies size their Pods for a
+whole node of the embedded cluster (2 CPU); a kind node has the host's CPUs
+(2 here), so the stack's controllers and CoreDNS run on the control-plane
+node, as system components, and the workers are left whole.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainjob_conformance.cluster.capabilities import ZONE_LABEL
+from trainjob_conformance.cluster.kind.images.node import CNI_CONFLIST
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.kinds import NODE, POD
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
+
+CONFLIST_PATH = "/etc/cni/net.d/10-tjc-ptp.conflist"
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane:NoSchedule"
+# Zone of each worker, in kind's worker order: two zones, one with two nodes.
+WORKER_ZONES = ("zone-a", "zone-a", "zone-b")
+# kube-controller-manager allocates a subnet as a node registers; a worker joined last
+# under load (2 cores shared by two clusters) took over 60 s to have one.
+_CIDR_TIMEOUT = 180.0
+# kind's known-issues page: each node's systemd, containerd and kubelet take
+# inotify instances; at the kernel's default of 128, seven nodes on one host ran
+# out (a kubelet: "Failed to start cAdvisor: inotify_init: too many open files").
+KIND_INOTIFY_INSTANCES = 512
+_INOTIFY_PATH = "/proc/sys/fs/inotify/max_user_instances"
+
+
+def inotify_shortfall(text: str | None = None) -> str | None:
+    """One line when the host's inotify instance limit is below what kind asks for
+    several nodes, else None."""
+    try:
+        limit = int(text if text is not None else Path(_INOTIFY_PATH).read_text())
+    except (OSError, ValueError):
+        return None
+    if limit >= KIND_INOTIFY_INSTANCES:
+        return None
+    return (
+        f"fs.inotify.max_user_instances is {limit} on this host; kind asks for "
+        f"{KIND_INOTIFY_INSTANCES} for several nodes, and a kubelet that finds none left "
+        f"exits (sysctl -w fs.inotify.max_user_instances={KIND_INOTIFY_INSTANCES}, as root)"
+    )
+
+
+def worker_labels(count: int) -> list[dict[str, str]]:
+    """The labels of `count` workers: zones cycle through WORKER_ZONES."""
+    return [{ZONE_LABEL: WORKER_ZONES[i % len(WORKER_ZONES)]} for i in range(count)]
+
+
+@dataclass(frozen=True)
+class KindNode:
+    name: str  # kind names the node after its container
+    address: str  # InternalIP, on the kind Docker network
+    pod_cidr: str
+    control_plane: bool
+
+
+def conflist(pod_cidr: str) -> dict[str, Any]:
+    """The node image's conflist on this node's own pod subnet."""
+    config = json.loads(json.dumps(CNI_CONFLIST))
+    config["plugins"][0]["ipam"]["ranges"] = [[{"subnet": pod_cidr}]]
+    return config
+
+
+def routes(node: KindNode, nodes: list[KindNode]) -> list[list[str]]:
+    """`ip route replace` arguments: every other node's pod subnet through its address."""
+    return [
+        ["ip", "route", "replace", other.pod_cidr, "via", other.address]
+        for other in nodes
+        if other.name != node.name
+    ]
+
+
+def misplaced_pods(pods: list[dict[str, Any]], nodes: list[KindNode]) -> list[tuple[str, str]]:
+    """(namespace, name) of Pods whose address lies outside their node's pod subnet: they
+    started on the image's fixed subnet before their node's conflist was written."""
+    cidrs = {n.name: ipaddress.ip_network(n.pod_cidr) for n in nodes}
+    found = []
+    for pod in pods:
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        if spec.get("hostNetwork") or spec.get("nodeName") not in cidrs or not status.get("podIP"):
+            continue
+        if ipaddress.ip_address(status["podIP"]) not in cidrs[spec["nodeName"]]:
+            found.append((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+    return found
+
+
+def off_control_plane(pods: list[dict[str, Any]], control_plane: str) -> list[tuple[str, str]]:
+    """(namespace, name) of controller-owned, non-host-network Pods on a worker."""
+    return [
+        (p["metadata"]["namespace"], p["metadata"]["name"])
+        for p in pods
+        if (p.get("spec") or {}).get("nodeName") not in (None, control_plane)
+        and not (p.get("spec") or {}).get("hostNetwork")
+        and p["metadata"].get("ownerReferences")
+        and all(r.get("kind") != "DaemonSet" for r in p["metadata"]["ownerReferences"])
+    ]
+
+
+def read_nodes(kube: Kube, expected: int, cluster: str) -> list[KindNode]:
+    """The cluster's nodes once all `expected` have a pod subnet (bounded wait)."""
+
+    def look() -> list[KindNode] | NotYet:
+        nodes = []
+        for item in kube.list(*NODE):
+            addresses = {a["type"]: a["address"] for a in item["status"].get("addresses") or []}
+            cidr = (item.get("spec") or {}).get("podCIDR")
+            if not cidr or "InternalIP" not in addresses:
+                continue
+            labels = item["metadata"].get("labels") or {}
+            nodes.append(
+                KindNode(
+                    item["metadata"]["name"],
+                    addresses["InternalIP"],
+                    cidr,
+                    "node-role.kubernetes.io/control-plane" in labels,
+                )
+            )
+        if len(nodes) < expected:
+            return NotYet(f"{len(nodes)} of {expected} nodes have a podCIDR and an InternalIP")
+        return nodes
+
+    try:
+        return wait_for("every kind node's pod subnet", look, timeout=_CIDR_TIMEOUT)
+    except WaitTimeout as error:
+        seen = {n["metadata"]["name"] for n in kube.list(*NODE)}
+        raise ConformanceError(f"{error}{_unregistered(cluster, seen)}") from None
+
+
+def _unregistered(cluster: str, seen: set[str]) -> str:
+    """The last kubelet error of each node container that has no Node: why it is missing."""
+    listed = subprocess.run(
+        ["docker", "ps", "--filter", f"label=io.x-k8s.kind.cluster={cluster}",
+         "--format", "{{.Names}}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    lines = []
+    for name in sorted(set(listed.stdout.split()) - seen):
+        journal = subprocess.run(
+            ["docker", "exec", name, "sh", "-c",
+             "journalctl -u kubelet --no-pager -n 300 | grep -E ' E[0-9]{4} ' | tail -1"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        lines.append(f"\n{name} is not a node; its kubelet's last error: {journal.stdout.strip()}")
+    shortfall = inotify_shortfall()
+    return "".join(lines) + (f"\n{shortfall}" if lines and shortfall else "")
+
+
+def _exec(node: str, args: list[str], stdin: bytes | None = None) -> None:
+    result = subprocess.run(
+        ["docker", "exec", "-i", node, *args], input=stdin, capture_output=True, check=False
+    )
+    if result.returncode != 0:
+        raise ConformanceError(
+            f"on node {node}, {' '.join(args)} failed: {result.stderr.decode().strip()}"
+        )
+
+
+def wire_pod_network(nodes: list[KindNode]) -> None:
+    """Each node's conflist on its own subnet, and routes to the others' subnets."""
+    for node in nodes:
+        text = json.dumps(conflist(node.pod_cidr), indent=2).encode()
+        # Written whole, then renamed: containerd reloads the directory on change.
+        _exec(node.name, ["sh", "-c", f"cat > {CONFLIST_PATH}.new && mv {CONFLIST_PATH}.new "
+                          f"{CONFLIST_PATH}"], stdin=text)  # fmt: skip
+        for route in routes(node, nodes):
+            _exec(node.name, route)
+
+
+class ControllersOnControlPlane:
+    """While the stack installs, only the control-plane node takes Pods: the workers are
+    cordoned and the control plane's taint lifted; afterwards both are put back."""
+
+    def __init__(self, kubectl: Callable[..., None], nodes: list[KindNode]) -> None:
+        self.kubectl = kubectl
+        self.control_plane = next(n.name for n in nodes if n.control_plane)
+        self.workers = [n.name for n in nodes if not n.control_plane]
+
+    def __enter__(self) -> ControllersOnControlPlane:
+        for worker in self.workers:
+            self.kubectl("cordon", worker)
+        self.kubectl("taint", "nodes", self.control_plane, f"{CONTROL_PLANE_TAINT}-")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.kubectl("taint", "nodes", self.control_plane, CONTROL_PLANE_TAINT, "--overwrite")
+        for worker in self.workers:
+            self.kubectl("uncordon", worker)
+
+
+def settle_system_pods(kube: Kube, nodes: list[KindNode]) -> list[tuple[str, str]]:
+    """Delete the Pods (CoreDNS) that started on the wrong subnet or on a worker; their
+    Deployments start them again where the cluster now puts them. Returns those deleted."""
+    pods = kube.list(*POD, namespace="kube-system")
+    control_plane = next(n.name for n in nodes if n.control_plane)
+    doomed = sorted(set(misplaced_pods(pods, nodes)) | set(off_control_plane(pods, control_plane)))
+    for namespace, name in doomed:
+        kube.delete(*POD, name, namespace=namespace)
+    return doomed

@@ -1,0 +1,92 @@
+"""Several kind nodes without kindnetd: the pure parts of cluster/kind/nodes.py (the rest
+runs against real kind clusters, docs/kind.md)."""
+
+from __future__ import annotations
+
+from trainjob_conformance.cluster.capabilities import (
+    ZONE_LABEL,
+    Node,
+    discover_topology,
+    splitting_label,
+)
+from trainjob_conformance.cluster.kind import config, nodes
+from trainjob_conformance.cluster.kind.images.node import CNI_CONFLIST
+
+CP = nodes.KindNode("c-control-plane", "172.18.0.2", "10.244.0.0/24", True)
+W1 = nodes.KindNode("c-worker", "172.18.0.3", "10.244.1.0/24", False)
+W2 = nodes.KindNode("c-worker2", "172.18.0.4", "10.244.2.0/24", False)
+
+
+def pod(name, node, ip, host_network=False, owner="ReplicaSet"):
+    return {
+        "metadata": {"namespace": "kube-system", "name": name,
+                     "ownerReferences": [{"kind": owner}] if owner else []},
+        "spec": {"nodeName": node, "hostNetwork": host_network},
+        "status": {"podIP": ip},
+    }  # fmt: skip
+
+
+def test_each_node_gets_its_own_subnet_and_the_image_conflist_is_untouched() -> None:
+    mine = nodes.conflist(W1.pod_cidr)
+    assert mine["plugins"][0]["ipam"]["ranges"] == [[{"subnet": "10.244.1.0/24"}]]
+    assert CNI_CONFLIST["plugins"][0]["ipam"]["ranges"] == [[{"subnet": "10.244.0.0/24"}]]
+    assert mine["plugins"][1] == CNI_CONFLIST["plugins"][1]
+
+
+def test_routes_reach_every_other_nodes_subnet_through_its_address() -> None:
+    assert nodes.routes(W1, [CP, W1, W2]) == [
+        ["ip", "route", "replace", "10.244.0.0/24", "via", "172.18.0.2"],
+        ["ip", "route", "replace", "10.244.2.0/24", "via", "172.18.0.4"],
+    ]
+
+
+def test_pods_on_the_images_fixed_subnet_or_on_a_worker_are_restarted() -> None:
+    pods = [
+        pod("coredns-a", CP.name, "10.244.0.3"),  # right subnet, control plane: stays
+        pod("coredns-b", W1.name, "10.244.0.2"),  # wrong subnet, on a worker
+        pod("kube-proxy-x", W1.name, "172.18.0.3", host_network=True, owner="DaemonSet"),
+        pod("pending", None, None),
+    ]
+    assert nodes.misplaced_pods(pods, [CP, W1, W2]) == [("kube-system", "coredns-b")]
+    assert nodes.off_control_plane(pods, CP.name) == [("kube-system", "coredns-b")]
+
+
+def test_the_workers_labels_give_a_splitting_label_and_a_two_level_topology() -> None:
+    labelled = [
+        Node(f"w{i}", {**labels, "kubernetes.io/hostname": f"w{i}"})
+        for i, labels in enumerate(nodes.worker_labels(3))
+    ]
+    assert splitting_label(labelled, at_least=2) == (ZONE_LABEL, "zone-a")
+    topology = discover_topology(labelled)
+    assert topology is not None
+    assert topology.levels == (ZONE_LABEL, "kubernetes.io/hostname")
+    assert topology.level_for(pods=2) == ZONE_LABEL
+
+
+def test_workers_are_kind_nodes_with_the_run_label_and_their_own_labels() -> None:
+    cfg = config.cluster_config("img", "run1", False, False, None, nodes.worker_labels(3))
+    roles = [n["role"] for n in cfg["nodes"]]
+    assert roles == ["control-plane", "worker", "worker", "worker"]
+    assert cfg["nodes"][3]["labels"] == {config.HARNESS_LABEL: "run1", ZONE_LABEL: "zone-b"}
+    assert len(config.cluster_config("img", "run1", False, False, None)["nodes"]) == 1
+
+
+def test_controllers_install_on_the_control_plane_and_the_workers_are_given_back() -> None:
+    calls: list[tuple[str, ...]] = []
+    with nodes.ControllersOnControlPlane(lambda *a: calls.append(a), [CP, W1, W2]):
+        assert calls == [
+            ("cordon", W1.name),
+            ("cordon", W2.name),
+            ("taint", "nodes", CP.name, f"{nodes.CONTROL_PLANE_TAINT}-"),
+        ]
+    assert calls[3:] == [
+        ("taint", "nodes", CP.name, nodes.CONTROL_PLANE_TAINT, "--overwrite"),
+        ("uncordon", W1.name),
+        ("uncordon", W2.name),
+    ]
+
+
+def test_a_low_inotify_instance_limit_is_named_with_the_fix() -> None:
+    assert nodes.inotify_shortfall("512\n") is None
+    line = nodes.inotify_shortfall("128\n")
+    assert line is not None and "is 128" in line and "max_user_instances=512" in line
