@@ -38,15 +38,17 @@ def cpu_room(trainjob_cluster) -> Callable[..., int]:
     """A per-Pod CPU request (millicores, at most `at_most`) with which `pods` Pods run at
     once on the schedulable nodes' free CPU; skips when the cluster cannot fit them.
 
-    `share` leaves room for that many tests doing the same at once: each sizes
+    `cluster` is another cluster's handle (a MultiKueue worker's) where the Pods
+    run there. `share` leaves room for that many tests doing the same at once: each sizes
     its Pods from the same free CPU, read before any of them created Pods.
     Terminating Pods (an earlier test's) still hold their CPU for the
     scheduler: sized as if they were gone, then waited for while they hold
     what is needed.
     """
 
-    def need(pods: int, at_most: int, share: int = 1) -> int:
-        settled = trainjob_cluster.free_cpu(settled=True)
+    def need(pods: int, at_most: int, share: int = 1, cluster=None) -> int:
+        cluster = cluster or trainjob_cluster
+        settled = cluster.free_cpu(settled=True)
         request = largest_fitting_request([c // share for c in settled.values()], pods, at_most)
         if request < MIN_POD_CPU:
             pytest.skip(
@@ -56,7 +58,7 @@ def cpu_room(trainjob_cluster) -> Callable[..., int]:
             )
 
         def room() -> dict[str, int] | NotYet:
-            free = trainjob_cluster.free_cpu()
+            free = cluster.free_cpu()
             fits = largest_fitting_request([c // share for c in free.values()], pods, request)
             return free if fits == request else NotYet(f"millicores free now: {free}")
 

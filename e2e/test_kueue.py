@@ -51,16 +51,37 @@ pytestmark = pytest.mark.kueue
 
 HOSTNAME = "kubernetes.io/hostname"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
-PER_NODE = {"requests": {"cpu": "2", "memory": "1Gi"}}
+# Most TrainJobs below run 2 Pods at once, of up to 1 CPU each: sized from the CPU the
+# nodes have free, so that two such tests fit side by side (pytest -n 2) on a kind
+# cluster whose nodes have the host's CPUs. The policies are about Kueue's decisions,
+# which do not depend on the size.
+TWO_PODS = 2
+TWO_PODS_CPU = 1000  # millicores
 
 
-def submit(view, runtime, queue, name, num_nodes=2, resources=None):
+@pytest.fixture
+def two_pods(cpu_room):
+    """Resources per node for a TrainJob of 2 Pods that must run at once, on the test's
+    cluster or on `cluster` (a MultiKueue worker's handle)."""
+
+    def size(cluster=None) -> dict:
+        cpu = cpu_room(TWO_PODS, TWO_PODS_CPU, share=2, cluster=cluster)
+        return {"requests": {"cpu": f"{cpu}m", "memory": "256Mi"}}
+
+    return size
+
+
+# For a TrainJob whose Pods never run here (MultiKueue without a worker).
+NEVER_RUN = {"requests": {"cpu": "500m", "memory": "256Mi"}}
+
+
+def submit(view, runtime, queue, name, num_nodes, resources):
     return view.create_trainjob(
         name,
         runtime=runtime,
         queue_name=queue,
         num_nodes=num_nodes,
-        resources_per_node=resources or PER_NODE,
+        resources_per_node=resources,
     )
 
 
@@ -77,12 +98,12 @@ def resumed(view, name):
 
 @pytest.mark.policy("KQ-ADMIT-001")
 def test_queued_trainjob_is_suspended_on_creation_and_gets_a_workload(
-    trainjob_view, training_runtime, kueue_queue
+    trainjob_view, training_runtime, kueue_queue, two_pods
 ):
     view = trainjob_view
     queue = kueue_queue()
 
-    created = submit(view, training_runtime(), queue, "queued")
+    created = submit(view, training_runtime(), queue, "queued", TWO_PODS, two_pods())
 
     assert created["spec"].get("suspend") is True, "Kueue's webhook did not suspend the TrainJob"
     workload = wait_workload(view, "queued")
@@ -91,12 +112,12 @@ def test_queued_trainjob_is_suspended_on_creation_and_gets_a_workload(
 
 @pytest.mark.policy("KQ-ADMIT-002")
 def test_admitted_trainjob_is_resumed_with_kueues_pod_override(
-    trainjob_view, training_runtime, kueue_queue, node_group
+    trainjob_view, training_runtime, kueue_queue, node_group, two_pods
 ):
     view = trainjob_view
     key, value = node_group
     queue = kueue_queue(node_labels={key: value})
-    submit(view, training_runtime(), queue, "admit")
+    submit(view, training_runtime(), queue, "admit", TWO_PODS, two_pods())
 
     admitted(view, wait_workload(view, "admit")["metadata"]["name"])
     trainjob = resumed(view, "admit")
@@ -108,12 +129,12 @@ def test_admitted_trainjob_is_resumed_with_kueues_pod_override(
 
 @pytest.mark.policy("KQ-ADMIT-003")
 def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
-    trainjob_view, training_runtime, kueue_queue, node_group
+    trainjob_view, training_runtime, kueue_queue, node_group, two_pods
 ):
     view = trainjob_view
     key, value = node_group
     queue = kueue_queue(node_labels={key: value})
-    submit(view, training_runtime(hold=True), queue, "placed")
+    submit(view, training_runtime(hold=True), queue, "placed", TWO_PODS, two_pods())
 
     pods = wait_running(view, "placed", 2)
 
@@ -191,11 +212,11 @@ def test_waiting_trainjob_runs_once_the_first_finishes(
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 
 
-def submit_tas(view, runtime, queue):
+def submit_tas(view, runtime, queue, resources):
     """Submit TrainJob `tas`; returns the resourceVersion to watch its Pods from, and
     their versions once both exist."""
     since = pods_resource_version(view)
-    submit(view, runtime, queue, "tas")
+    submit(view, runtime, queue, "tas", TWO_PODS, resources)
     created = watch_pods(view, "tas", since, lambda h: len(h) == 2, "the 2 Pods of TrainJob tas")
     return since, created
 
@@ -209,14 +230,14 @@ def all_placed(history):
 
 @pytest.mark.policy("KQ-TAS-001")
 def test_tas_pods_are_created_behind_the_topology_gate(
-    trainjob_view, training_runtime, kueue_queue, tas_topology
+    trainjob_view, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
     topology, level = tas_topology
     queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
-    _, created = submit_tas(view, runtime, queue)
+    _, created = submit_tas(view, runtime, queue, two_pods())
 
     for name, versions in created.items():
         assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
@@ -225,14 +246,14 @@ def test_tas_pods_are_created_behind_the_topology_gate(
 
 @pytest.mark.policy("KQ-TAS-002")
 def test_kueue_ungates_tas_pods_into_one_topology_domain(
-    trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
     topology, level = tas_topology
     queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
-    since, created = submit_tas(view, runtime, queue)
+    since, created = submit_tas(view, runtime, queue, two_pods())
     wait_pods(view, "tas", 2)
     workload = wait_admitted(view, "tas")
     assigned = [
@@ -457,7 +478,7 @@ def test_multikueue_queue_hands_the_trainjob_to_multikueue(
     )
 
     since = resource_version(view, JOBSET)
-    created = submit(view, runtime, queue, "remote")
+    created = submit(view, runtime, queue, "remote", TWO_PODS, NEVER_RUN)
     view.create_trainjob("local", runtime=runtime)
 
     assert created["spec"]["managedBy"] == MULTIKUEUE
@@ -473,7 +494,7 @@ def test_multikueue_queue_hands_the_trainjob_to_multikueue(
 
 @pytest.mark.policy("KQ-MK-002")
 def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
-    trainjob_view, training_runtime, kueue_queue, multikueue_worker, trainjob_policy
+    trainjob_view, training_runtime, kueue_queue, multikueue_worker, trainjob_policy, two_pods
 ):
     view, worker = trainjob_view, multikueue_worker
     runtime = training_runtime()
@@ -483,7 +504,7 @@ def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
     queue = kueue_queue(admission_checks=(check,))
 
     since = resource_version(view, JOBSET)
-    created = submit(view, runtime, queue, "remote")
+    created = submit(view, runtime, queue, "remote", TWO_PODS, two_pods(worker.cluster))
 
     assert created["spec"]["managedBy"] == MULTIKUEUE
     # Observed while it runs: MultiKueue removes the worker's copy once the

@@ -246,6 +246,67 @@ def test_overrides_wait_until_the_pods_have_terminated(
     jobset_shows(view, "draining", "after", [GATE_AFTER])
 
 
+# How long the graceful variant's containers take to stop after SIGTERM: long enough
+# for the JobSet to go idle and the edit to be tried while they still run.
+GRACEFUL_STOP_SECONDS = 25
+
+
+def still_stopping(view, trainjob, count):
+    """Skip, saying why, unless `count` Pods of `trainjob` are Terminating with their
+    containers still running: the window this variant judges has closed."""
+    pods = pods_of(view, trainjob)
+    running = [
+        p["metadata"]["name"]
+        for p in pods
+        if p["metadata"].get("deletionTimestamp")
+        and all(
+            "running" in (s.get("state") or {})
+            for s in p["status"].get("containerStatuses") or [{}]
+        )
+    ]
+    if len(running) < count:
+        pytest.skip(
+            f"the Pods stopped before the edit could be judged ({len(running)} of {count} still "
+            f"running {GRACEFUL_STOP_SECONDS}s after SIGTERM); the cluster was slower than "
+            "this variant allows"
+        )
+
+
+@pytest.mark.policy("TJ-EDIT-008")
+def test_overrides_wait_until_gracefully_stopping_pods_are_gone(
+    trainjob_cluster, trainjob_view, trainjob_templates, training_runtime, trainjob_policy
+):
+    if not trainjob_cluster.runs_containers:
+        pytest.skip(
+            "needs nodes that run containers: on kwok's nodes nothing answers SIGTERM "
+            "(the finalizer variant of this policy runs there)"
+        )
+    view = trainjob_view
+    runtime = training_runtime(hold=True, stop_seconds=GRACEFUL_STOP_SECONDS)
+    start_running(view, runtime, "stopping")
+
+    patch_trainjob(view, "stopping", {"suspend": True})
+    wait_terminating(view, "stopping", 2)
+    wait_jobs_count_terminating(view, "stopping", 2)
+    wait_jobset_idle(view, "stopping")
+    still_stopping(view, "stopping", 2)
+    trainjob_policy.gap_exercised(
+        "the JobSet reported no active Job while 2 Pods took "
+        f"{GRACEFUL_STOP_SECONDS}s to stop after SIGTERM"
+    )
+
+    def edit():
+        still_stopping(view, "stopping", 2)
+        return patch_trainjob(view, "stopping", trainjob_templates.override_fields([AFTER_UNGATED]))
+
+    with trainjob_policy.holds():
+        lasting_rejection(edit, seconds=3, why="the Trainer may not have seen the idle JobSet yet")
+
+    wait_pods_gone(view, "stopping")
+    patch_trainjob(view, "stopping", trainjob_templates.override_fields([AFTER]))
+    jobset_shows(view, "stopping", "after", [GATE_AFTER])
+
+
 @pytest.mark.policy("TJ-EDIT-006")
 def test_patching_overrides_and_resuming_in_one_request(
     trainjob_view, trainjob_templates, training_runtime, trainjob_policy

@@ -90,3 +90,18 @@ def test_a_low_inotify_instance_limit_is_named_with_the_fix() -> None:
     assert nodes.inotify_shortfall("512\n") is None
     line = nodes.inotify_shortfall("128\n")
     assert line is not None and "is 128" in line and "max_user_instances=512" in line
+
+
+def test_a_low_inotify_limit_is_raised_where_writable(tmp_path) -> None:
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    line = nodes.ensure_inotify_instances(path=str(limit))
+    assert line is not None and "from 128 to 512" in line
+    assert limit.read_text() == "512\n"
+    assert nodes.ensure_inotify_instances(path=str(limit)) is None
+
+
+def test_a_limit_that_cannot_be_raised_is_named_with_the_fix(tmp_path) -> None:
+    missing = tmp_path / "absent" / "max_user_instances"
+    line = nodes.ensure_inotify_instances("128\n", path=str(missing))
+    assert line is not None and "sysctl -w fs.inotify.max_user_instances=512" in line

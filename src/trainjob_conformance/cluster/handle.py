@@ -80,6 +80,12 @@ class ClusterHandle:
         `settled`: once the terminating Pods are gone."""
         return free_cpu(self.kube, settled)
 
+    @property
+    def runs_containers(self) -> bool:
+        """Whether the nodes run a Pod's containers (a kubelet), rather than playing
+        their lifecycle (kwok)."""
+        return self.image_supply != IMAGES_SIMULATED
+
     def can_run_image(self, image: str) -> bool:
         """Whether a Pod naming `image` gets it: on nodes that run no container any
         image does; on nodes without a registry only the images they hold."""

@@ -21,3 +21,18 @@ HOLD_COMMAND = [
     "-c",
     f"while grep -q '^{HOLD_ANNOTATION}=' {ANNOTATIONS_DIR}/annotations; do sleep 1; done",
 ]
+
+
+def stopping_hold_command(stop_seconds: int) -> list[str]:
+    """HOLD_COMMAND for a container that answers SIGTERM by taking `stop_seconds` to
+    stop, as a training process writing its checkpoint would.
+
+    The shell runs PID 1 and would otherwise ignore SIGTERM; its trap only runs
+    between commands, so each second's sleep is waited for in the background.
+    """
+    loop = f"while grep -q '^{HOLD_ANNOTATION}=' {ANNOTATIONS_DIR}/annotations"
+    return [
+        "sh",
+        "-c",
+        f"trap 'sleep {stop_seconds}; exit 0' TERM; {loop}; do sleep 1 & wait $!; done",
+    ]

@@ -21,6 +21,7 @@ from trainjob_conformance.cluster.hold import (
     HOLD_ANNOTATION,
     HOLD_COMMAND,
     HOLD_IMAGE,
+    stopping_hold_command,
 )
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.render.overrides import OverrideShape, PodOverride, to_trainjob_fields
@@ -88,6 +89,7 @@ class TemplateSet:
             hold_annotation=HOLD_ANNOTATION,
             hold_image=HOLD_IMAGE,
             hold_command=HOLD_COMMAND,
+            stopping_hold_command=stopping_hold_command,
             annotations_dir=ANNOTATIONS_DIR,
             kueue_api_version=kueue_api_version,
         )

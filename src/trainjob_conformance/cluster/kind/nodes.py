@@ -62,6 +62,32 @@ def inotify_shortfall(text: str | None = None) -> str | None:
     )
 
 
+def ensure_inotify_instances(text: str | None = None, path: str = _INOTIFY_PATH) -> str | None:
+    """Raise the host's inotify instance limit to what kind asks for, where it is lower
+    and the harness may (root, as for installing Docker); one line saying what was done,
+    or why it could not be. None when nothing was needed.
+
+    The raised limit is left in place: other kind clusters' nodes on this host may
+    rely on it by the time this run ends, and lowering it under them would stop
+    their kubelets.
+    """
+    try:
+        before = (text if text is not None else Path(path).read_text()).strip()
+    except OSError:
+        return None
+    shortfall = inotify_shortfall(before)
+    if shortfall is None:
+        return None
+    try:
+        Path(path).write_text(f"{KIND_INOTIFY_INSTANCES}\n")
+    except OSError:
+        return shortfall
+    return (
+        f"raised fs.inotify.max_user_instances from {before} to {KIND_INOTIFY_INSTANCES}, "
+        "kind's figure for several nodes on one host (left so when the run ends)"
+    )
+
+
 def worker_labels(count: int) -> list[dict[str, str]]:
     """The labels of `count` workers: zones cycle through WORKER_ZONES."""
     return [{ZONE_LABEL: WORKER_ZONES[i % len(WORKER_ZONES)]} for i in range(count)]

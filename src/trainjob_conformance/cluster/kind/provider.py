@@ -224,9 +224,9 @@ class KindStackCluster:
             node_image = UPSTREAM_NODE_IMAGE.format(**versions)
             self.images = {"source": "upstream", "node": node_image}
         self._timed("images", started)
-        shortfall = kind_nodes.inotify_shortfall() if self.workers else None
-        if shortfall:
-            say(shortfall)
+        inotify = kind_nodes.ensure_inotify_instances() if self.workers else None
+        if inotify:
+            say(inotify)
         on_v1 = kind_config.cgroup_v1()
         if on_v1:
             say("the host runs cgroup v1: the kubelet is told failCgroupV1: false")
@@ -399,8 +399,9 @@ class KindStackCluster:
             self.docker = None
 
 
-# A MultiKueue worker runs the TrainJob's 2 Pods, each as large as a worker node.
-MULTIKUEUE_WORKER_NODES = 2
+# A MultiKueue worker runs the TrainJob's 2 Pods (sized from its free CPU) on one
+# worker node; the controllers keep to its control plane.
+MULTIKUEUE_WORKER_NODES = 1
 
 
 def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackCluster:
