@@ -7,17 +7,19 @@ import base64
 import pytest
 from kubernetes.utils import parse_quantity
 
+from trainjob_conformance.kube.errors import StackError
 from trainjob_conformance.kube.kinds import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,
     JOBSET,
+    MULTIKUEUE_CLUSTER,
     NODE,
     POD,
     TRAINJOB,
     WORKLOAD,
 )
 from trainjob_conformance.kube.kubeconfig import flattened
-from trainjob_conformance.kube.waits import NotYet
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout
 from trainjob_conformance.policies.admission import wait_dry_run_answer
 from trainjob_conformance.policies.history import (
     named,
@@ -450,6 +452,20 @@ def kubeconfig_secret(name, namespace, kubeconfig_path):
     }
 
 
+def worker_connected(view, name):
+    """Kueue's connection to the worker cluster is the harness's set-up, not the policy:
+    a worker Kueue cannot use is a broken stack (ERROR), in Kueue's words."""
+    try:
+        view.wait_for_condition(MULTIKUEUE_CLUSTER, name, "Active")
+    except WaitTimeout:
+        found = condition(view.get(MULTIKUEUE_CLUSTER, name), "Active")
+        raise StackError(
+            0,
+            found.get("reason", "Inactive"),
+            f"Kueue cannot use the MultiKueue worker cluster {name}: {found.get('message')}",
+        ) from None
+
+
 def worker_queue(worker, runtime):
     """On the worker: the same runtime and a LocalQueue named `queue` with a quota of its own."""
     namespace = worker.namespace
@@ -500,6 +516,7 @@ def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
     runtime = training_runtime()
     worker_queue(worker, runtime)
     check = multikueue_check(view, f"{view.namespace}-worker", worker.cluster.kubeconfig)
+    worker_connected(view, f"{view.namespace}-worker")
     view.wait_for_condition(ADMISSION_CHECK, check, "Active")
     queue = kueue_queue(admission_checks=(check,))
 

@@ -167,3 +167,21 @@ def test_prove_refuses_an_unknown_policy_in_one_line(capsys, monkeypatch, tmp_pa
         "trainjob-conformance: error: --policy NO-SUCH-1: not in the catalog "
         "(IDs as in policies.yaml, a pack's as PACK/ID)"
     ]
+
+
+def test_a_policy_is_judged_by_its_tests_that_ran_not_one_skipped_for_a_capability():
+    from trainjob_conformance.prove.runner import verdicts
+    from trainjob_conformance.report.model import PolicyResult, RunReport
+
+    def result(policy, word, test, reason=""):
+        return PolicyResult(policy, "t", word, 1.0, test, reason)
+
+    report = RunReport("latest", "embedded", {}, "now", 1.0, None, [
+        result("TJ-EDIT-008", "known-gap", "finalizer", "gap"),
+        result("TJ-EDIT-008", "skipped", "graceful", "needs nodes that run containers"),
+        result("KQ-TAS-002", "skipped", "tas", "one node"),
+    ])  # fmt: skip
+    assert verdicts(report) == {
+        "TJ-EDIT-008": ("known-gap", "gap"),
+        "KQ-TAS-002": ("skipped", "one node"),
+    }

@@ -79,22 +79,31 @@ def fake_steps(profile, kubectl):
     ]
 
 
-def test_install_plan_applies_each_manifest_and_waits_for_each_controller():
-    steps = fake_steps(load_profile("latest"), None)
-    plan = [" ".join(args) for args in kind.install_plan(steps)]
-    assert plan == [
-        "apply --server-side -f /m/latest/jobset.yaml",
-        "-n jobset-system rollout status deployment/jobset-controller-manager --timeout=300s",
-        "apply --server-side -f /m/latest/trainer-manager.yaml",
-        "-n kubeflow-system rollout status deployment/kubeflow-trainer-controller-manager --timeout=300s",
-        "apply --server-side -f /m/latest/trainer-runtimes.yaml",
-        "apply --server-side -f /m/latest/kueue.yaml",
-        "-n kueue-system rollout status deployment/kueue-controller-manager --timeout=300s",
-    ]
+def test_install_plan_applies_in_order_and_waits_for_the_controllers_together():
     operator = InstallStep("training-operator", "training-operator", Path("/m/to.yaml"))
-    assert [" ".join(args) for args in kind.install_plan([operator])] == [
-        "apply --server-side -f /m/to.yaml",
-        "-n kubeflow rollout status deployment/training-operator --timeout=300s",
+    steps = [*fake_steps(load_profile("latest"), None), operator]
+    plan = [[" ".join(args) for args in phase] for phase in kind.install_plan(steps)]
+    established = "wait --for=condition=Established crd --all --timeout=60s"
+    assert plan == [
+        ["apply --server-side -f /m/latest/jobset.yaml"],
+        [established],
+        ["apply --server-side -f /m/latest/trainer-manager.yaml"],
+        [established],
+        ["apply --server-side -f /m/to.yaml"],
+        [established],
+        ["apply --server-side -f /m/latest/kueue.yaml"],
+        [
+            "-n jobset-system rollout status deployment/jobset-controller-manager --timeout=300s",
+            "-n kubeflow-system rollout status deployment/kubeflow-trainer-controller-manager "
+            "--timeout=300s",
+            "-n kubeflow rollout status deployment/training-operator --timeout=300s",
+            "-n kueue-system rollout status deployment/kueue-controller-manager --timeout=300s",
+        ],
+        ["apply --server-side -f /m/latest/trainer-runtimes.yaml"],
+    ]
+    assert [[" ".join(a) for a in phase] for phase in kind.install_plan([operator])] == [
+        ["apply --server-side -f /m/to.yaml"],
+        ["-n kubeflow rollout status deployment/training-operator --timeout=300s"],
     ]
 
 

@@ -127,3 +127,20 @@ def test_pod_override_objects_are_accepted_as_is():
     override = PodOverride(target_job="node", scheduling_gates=("g",))
     spec = render(OverrideShape.POD_TEMPLATE_OVERRIDES, pod_overrides=[override])["spec"]
     assert spec["podTemplateOverrides"][0]["spec"] == {"schedulingGates": [{"name": "g"}]}
+
+
+def test_a_runtime_whose_containers_take_their_time_to_stop_after_sigterm():
+    def node_pod(**params):
+        runtime = TemplateSet(TEMPLATES).render_one("clustertrainingruntime", name="r", **params)
+        job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+        return job["template"]["spec"]["template"]["spec"]
+
+    plain = node_pod(hold=True)
+    assert "terminationGracePeriodSeconds" not in plain
+    assert "trap" not in plain["containers"][0]["command"][-1]
+    stopping = node_pod(hold=True, stop_seconds=25)
+    # Grace beyond the stop, so the kubelet does not kill the container first.
+    assert stopping["terminationGracePeriodSeconds"] == 40
+    script = stopping["containers"][0]["command"][-1]
+    assert script.startswith("trap 'sleep 25; exit 0' TERM;")
+    assert "& wait $!" in script  # the trap runs at once, not after the next sleep

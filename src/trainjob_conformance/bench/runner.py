@@ -225,7 +225,7 @@ def _bare_control_plane(profile: Profile, binaries: dict[str, Path], run_dir: Pa
         control_plane.down()
 
 
-def _suite(
+def run_suite(
     profile: Profile, kubeconfig: Path, workers: int, run_dir: Path, pytest_args: list[str]
 ) -> tuple[float, float, int, Path, Path]:
     report = run_dir / "report"
@@ -276,7 +276,7 @@ def bench_once(
     try:
         handle = cluster.up()
         say(f"bench run {index}: the suite on the warm cluster, -n {workers}")
-        epoch, wall, code, report_file, timeline_file = _suite(
+        epoch, wall, code, report_file, timeline_file = run_suite(
             profile, handle.kubeconfig, workers, suite_dir, pytest_args
         )
         if cluster.control_plane is not None and cluster.control_plane.audit_log.is_file():

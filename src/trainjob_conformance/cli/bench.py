@@ -34,6 +34,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench.add_argument(
         "--output", default="reports/bench", help="where to write (default: %(default)s)"
     )
+    bench.add_argument(
+        "--kind",
+        action="store_true",
+        help="then the kind provider: a bare kind create against create and install, and "
+        "the suite on kind against the embedded suite of the same bench (needs Docker)",
+    )
     bench.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     bench.set_defaults(func=run_bench_command)
 
@@ -57,4 +63,5 @@ def run_bench_command(args: argparse.Namespace) -> int:
         Path(args.output).resolve(),
         args.pytest_args,
         on_run_dir=children.RUN_DIRS.append,
+        kind=args.kind,
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from trainjob_conformance.cluster.labels import LOCAL_IMAGE_HOST
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.kinds import NODE, POD
 
@@ -115,6 +116,17 @@ def normalized_image(image: str) -> str:
     if "@" not in image and ":" not in image.rsplit("/", 1)[-1]:
         image += ":latest"
     return image
+
+
+def holds_local_images(kube: Kube) -> bool:
+    """Whether any node (the control plane too, where the controllers run) holds an
+    image the harness built (LOCAL_IMAGE_HOST)."""
+    return any(
+        name.startswith(f"{LOCAL_IMAGE_HOST}/")
+        for n in kube.list(*NODE)
+        for held in (n.get("status") or {}).get("images") or []
+        for name in held.get("names") or []
+    )
 
 
 def node_images(kube: Kube) -> set[str]:

@@ -46,6 +46,11 @@ CONTROLLER_IMAGES = {
 }
 
 
+# Controllers the catalog uses where present (the training-operator's policies are
+# skipped without it), never required.
+OPTIONAL_CONTROLLER_IMAGES = {"training-operator": "kubeflow/training-operator"}
+
+
 @dataclass(frozen=True)
 class DetectedStack:
     versions: dict[str, str]
@@ -90,7 +95,7 @@ def detect_stack(kube: Kube) -> DetectedStack:
         where = f"Deployment {deployment.metadata.namespace}/{deployment.metadata.name}"
         for container in deployment.spec.template.spec.containers:
             image = container.image or ""
-            for component, fragment in CONTROLLER_IMAGES.items():
+            for component, fragment in {**CONTROLLER_IMAGES, **OPTIONAL_CONTROLLER_IMAGES}.items():
                 tag = _image_tag(image)
                 if fragment not in image or not tag or component in versions:
                     continue

@@ -17,6 +17,11 @@ from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 # Upstream's default namespace (config/default, the Helm chart's default).
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_API_GROUP = "kueue.x-k8s.io"
+# The job frameworks Kueue integrates on every cluster the harness installs: those of
+# the stack it runs. Kueue's config/default also enables Ray, MPI and AppWrapper,
+# whose CRDs nothing here installs; MultiKueue then wants them on every worker
+# (a worker without RayService's was refused: no matches for kind "RayService").
+KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
 KUEUE_MANAGED_NAMESPACES: dict[str, Any] = {
     "matchExpressions": [
         {

@@ -4,3 +4,8 @@
 # job webhooks and reconcilers skip them, so Trainer-only policies see the
 # Trainer alone. Unlabelled namespaces are managed, as in upstream's default.
 KUEUE_MANAGED_LABEL = "trainjob-conformance.kubeflow.org/kueue-managed"
+
+# The registry host of every image the harness builds itself (kind's node and the
+# controllers): no registry serves it, so a node that holds such an image was loaded
+# by hand and pulls nothing (an `existing` cluster the kind provider built).
+LOCAL_IMAGE_HOST = "tjc.local"

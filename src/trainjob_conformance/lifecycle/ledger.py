@@ -25,11 +25,13 @@ import os
 import select
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+from trainjob_conformance.lifecycle.identity import ProcessIdentity, start_time
+from trainjob_conformance.lifecycle.shared import SharedProcess
 
 LEDGER_FILE = "owned-processes.jsonl"
 DETACHED = "detached"
@@ -52,61 +54,6 @@ def _stop_stage(process: ProcessIdentity) -> int:
         if process.name in names:
             return stage
     return 0
-
-
-def start_time(pid: int) -> float | None:
-    """When the process started (psutil's create_time, seconds since the epoch
-    with the kernel's tick resolution): with the pid, its identity."""
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
-def _running_as(pid: int, start: float) -> bool:
-    """The process `pid` runs, has not exited (a zombie has), and started at `start`."""
-    try:
-        process = psutil.Process(pid)
-        return process.create_time() == start and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-@dataclass(frozen=True)
-class ProcessIdentity:
-    """A process as it was when the harness started it."""
-
-    pid: int
-    start: float
-    name: str
-
-    @classmethod
-    def of(cls, pid: int, name: str) -> ProcessIdentity | None:
-        started = start_time(pid)
-        return cls(pid, started, name) if started is not None else None
-
-    def is_alive(self) -> bool:
-        """Still running and still the same process (a reused pid has another start time)."""
-        return _running_as(self.pid, self.start)
-
-    def is_stopped(self) -> bool:
-        """Ours, and frozen by SIGSTOP (alive, but runs nothing until SIGCONT)."""
-        try:
-            process = psutil.Process(self.pid)
-            return process.create_time() == self.start and process.status() == psutil.STATUS_STOPPED
-        except psutil.Error:
-            return False
-
-    def signal(self, signum: int) -> bool:
-        """Signal its process group if it leads one, else itself; only if it is still ours."""
-        if not self.is_alive():
-            return False
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if os.getpgid(self.pid) == self.pid:
-                os.killpg(self.pid, signum)
-            else:
-                os.kill(self.pid, signum)
-        return True
 
 
 def processes_naming(directory: str, since: float, exclude: set[int]) -> list[ProcessIdentity]:
@@ -176,6 +123,10 @@ class ProcessLedger:
     def record(self, identity: ProcessIdentity) -> None:
         self._append({"pid": identity.pid, "start": identity.start, "name": identity.name})
 
+    def record_shared(self, shared: SharedProcess, user: str) -> None:
+        """A process this run uses with other runs: left, not reaped (lifecycle/shared.py)."""
+        self._append({"shared": str(shared.directory), "user": user})
+
     def record_directory(self, directory: Path) -> None:
         self._append({"directory": str(directory)})
 
@@ -226,6 +177,12 @@ class ProcessLedger:
             _wait_exited(group, deadline - time.monotonic())
         for process in targets:
             process.signal(signal.SIGKILL)
+        # Shared processes last: the run's own processes may still have been using them.
+        for entry in self._entries():
+            if "shared" in entry:
+                process, others = SharedProcess(Path(entry["shared"])).leave(str(entry["user"]))
+                if process is not None and not others:
+                    targets.append(process)
         return targets
 
 

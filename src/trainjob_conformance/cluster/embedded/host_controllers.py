@@ -18,8 +18,11 @@ from typing import Any
 
 import yaml
 
-from trainjob_conformance.cluster.embedded.manifests import KUEUE_FRAMEWORKS
-from trainjob_conformance.cluster.kueue import KUEUE_MANAGED_NAMESPACES, KUEUE_NAMESPACE
+from trainjob_conformance.cluster.kueue import (
+    KUEUE_FRAMEWORKS,
+    KUEUE_MANAGED_NAMESPACES,
+    KUEUE_NAMESPACE,
+)
 from trainjob_conformance.cluster.serving.certs import CertificateAuthority, ServingCert
 from trainjob_conformance.cluster.serving.ports import LOOPBACK, free_port
 from trainjob_conformance.errors import ConformanceError

@@ -31,8 +31,8 @@ Manifest = dict[str, Any]
 # which the pure-Python loader takes seconds to read (ten times longer).
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-# The Kueue frameworks the harness enables; their webhooks are registered, others not.
-KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
+# Kueue's webhooks are registered for the frameworks the harness enables
+# (KUEUE_FRAMEWORKS, cluster/kueue.py), others not.
 _KUEUE_API_GROUPS = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io", "trainer.kubeflow.org"}
 
 

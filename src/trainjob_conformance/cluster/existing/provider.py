@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.capabilities import holds_local_images
+from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe, ledger_probes
 from trainjob_conformance.cluster.health.readiness import (
     TORCH_RUNTIME,
@@ -16,6 +17,7 @@ from trainjob_conformance.cluster.introspect import (
     detect_stack,
     missing_components,
 )
+from trainjob_conformance.cluster.labels import LOCAL_IMAGE_HOST
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.cluster.run_state import embedded_run_dir, read_state
 from trainjob_conformance.errors import ConformanceError
@@ -82,6 +84,14 @@ class ExistingCluster:
             detected_from = "; ".join(
                 f"{k} {v} ({stack.sources[k]})" for k, v in stack.versions.items()
             )
+            if holds_local_images(kube):
+                # Nodes loaded by hand (a kind cluster the harness built): what they
+                # hold is all they get, as on the kind provider's own handle.
+                handle.image_supply = IMAGES_PRELOADED
+                detected_from += (
+                    f"; the nodes hold images of {LOCAL_IMAGE_HOST}, which no registry "
+                    "serves: they run only the images they hold"
+                )
         say(f"existing cluster {self.kubeconfig}: {detected_from}")
         try:
             kube.get("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", TORCH_RUNTIME)

@@ -19,7 +19,14 @@ from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
-from trainjob_conformance.lifecycle.processes import HostProcess, RunOwnership
+from trainjob_conformance.lifecycle.identity import ProcessIdentity
+from trainjob_conformance.lifecycle.processes import (
+    HostProcess,
+    RunOwnership,
+    register_cleanup,
+    unregister_cleanup,
+)
+from trainjob_conformance.lifecycle.shared import SharedProcess
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import say, step
 
@@ -117,27 +124,46 @@ def missing_docker() -> str | None:
     return f"no Docker daemon answers: {_DOCKER_INSTALL_HINT}"
 
 
+# The dockerd the harness starts is shared by every harness run on the host that
+# finds it answering, and stopped by the last of them to end (lifecycle/shared.py):
+# stopping it with the run that started it broke another run's kind nodes.
+def shared_daemon() -> SharedProcess:
+    return SharedProcess(cache_root() / "dockerd")
+
+
 class DockerDaemon:
-    """The daemon kind talks to: the user's own, or one this run started and stops."""
+    """The daemon kind talks to: the user's own, or one the harness started, which
+    this run uses with any other harness run and which the last to end stops."""
 
     def __init__(self, run_dir: Path, owner: RunOwnership | None = None) -> None:
         self.run_dir = run_dir
         self.owner = owner
-        self.process: HostProcess | None = None
+        self.shared = shared_daemon()
+        self.user: str | None = None  # this run's name among the daemon's users
 
     @property
     def started_here(self) -> bool:
-        return self.process is not None
+        """Whether the daemon is one the harness started (this run or another)."""
+        return self.user is not None
 
     def ensure(self) -> DockerDaemon:
-        if daemon_answers():
-            self._check_runtime()
-            return self
-        if os.geteuid() != 0:
-            raise ConformanceError(f"no Docker daemon answers: {_DOCKER_INSTALL_HINT}")
-        self._install()
-        self._start()
+        with self.shared.locked():
+            if daemon_answers():
+                if self.shared.process() is not None:
+                    self._join()
+                self._check_runtime()
+                return self
+            if os.geteuid() != 0:
+                raise ConformanceError(f"no Docker daemon answers: {_DOCKER_INSTALL_HINT}")
+            self._install()
+            self._start()
         return self
+
+    def _join(self) -> None:
+        self.user = self.shared.join()
+        if self.owner is not None:
+            self.owner.ledger.record_shared(self.shared, self.user)
+        register_cleanup(self.stop)
 
     def _check_runtime(self) -> None:
         if lacks_sys_resource() and default_runtime() != RUNTIME_NAME:
@@ -173,17 +199,33 @@ class DockerDaemon:
             shim = write_shim(real_runc)
             args += ["--add-runtime", f"{RUNTIME_NAME}={shim}", "--default-runtime", RUNTIME_NAME]
             say(f"this host withholds {_CAP_NAME}: dockerd runs containers through {shim}")
-        log = self.run_dir / "dockerd.log"
-        self.process = HostProcess("dockerd", args, log, owner=self.owner).start()
+        # Its log outlives this run directory's use of it: beside the registry.
+        log = self.shared.directory / "dockerd.log"
+        process = HostProcess("dockerd", args, log).start()
+        # Not this run's to stop on exit: the last user stops it (stop()).
+        unregister_cleanup(process.stop)
+        identity = ProcessIdentity.of(process.pid or 0, "dockerd")
+        if identity is None:
+            raise ConformanceError(f"dockerd exited at once; log {log}:\n{process.log_tail(15)}")
+        self.shared.adopt(identity)
+        self._join()
         with step("starting dockerd"):
             try:
                 wait_for("dockerd to answer", daemon_answers, timeout=60, interval=0.5)
             except WaitTimeout:
                 raise ConformanceError(
-                    f"dockerd did not answer within 60 s; log {log}:\n{self.process.log_tail(15)}"
+                    f"dockerd did not answer within 60 s; log {log}:\n{process.log_tail(15)}"
                 ) from None
 
     def stop(self) -> None:
-        if self.process is not None:
-            self.process.stop()
-            self.process = None
+        """Leave the harness's daemon; it stops when no other harness run uses it."""
+        unregister_cleanup(self.stop)
+        if self.user is None:
+            return
+        process, others = self.shared.leave(self.user)
+        self.user = None
+        if process is not None and others:
+            say(
+                f"dockerd (pid {process.pid}) left running: {len(others)} other harness "
+                f"run{'s' if len(others) > 1 else ''} on this host use it"
+            )

@@ -32,7 +32,11 @@ from typing import Any
 
 import yaml
 
-from trainjob_conformance.cluster.kueue import KUEUE_MANAGED_NAMESPACES, is_job_integration
+from trainjob_conformance.cluster.kueue import (
+    KUEUE_FRAMEWORKS,
+    KUEUE_MANAGED_NAMESPACES,
+    is_job_integration,
+)
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.stack.gobuild import module_source
@@ -49,8 +53,9 @@ _TRAINING_OPERATOR_OVERLAY = "manifests/overlays/standalone"
 _THIRD_PARTY_JOBSET = "../../third-party/jobset"
 _KUEUE_CONFIG = ("kueue-manager-config", "controller_manager_config.yaml")
 # Part of the cache key: bump it when what is written for the same releases changes
-# (r2: Kueue scoped away from Trainer-only namespaces).
-_RECIPE = "r2"
+# (r2: Kueue scoped away from Trainer-only namespaces; r3: Kueue's frameworks those of
+# the stack).
+_RECIPE = "r3"
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,7 @@ def _kueue_scoped(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         raise ConformanceError(f"Kueue's manifests have no ConfigMap {name} with {key}")
     config = yaml.safe_load(configs[0]["data"][key])
     config["managedJobsNamespaceSelector"] = KUEUE_MANAGED_NAMESPACES
+    config.setdefault("integrations", {})["frameworks"] = list(KUEUE_FRAMEWORKS)
     configs[0]["data"][key] = yaml.safe_dump(config, sort_keys=False)
     for document in documents:
         if document["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):

@@ -86,8 +86,20 @@ _ROLLOUT_AFTER = {
 }
 
 
-def install_plan(steps: list[InstallStep]) -> list[list[str]]:
-    """kubectl argument lists that install the stack, in dependency order."""
+# Between controllers' manifests: the next one's manager needs the CRDs before it (the
+# Trainer JobSet's, Kueue's TrainJob integration the Trainer's) at its start.
+_ESTABLISHED = ["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]
+
+
+def install_plan(steps: list[InstallStep]) -> list[list[list[str]]]:
+    """Phases of kubectl argument lists that install the stack, in dependency order;
+    the commands of one phase run at once.
+
+    Each controller's manifest is applied once the CRDs applied before it are
+    established, Kueue's last; then the controllers roll out together, since each mostly waits
+    for its webhook certificate to reach its Pod through a Secret volume; what
+    their webhooks judge (the Trainer's runtimes) goes last.
+    """
 
     def rollout(component: str) -> list[str]:
         namespace, deployment, _ = CONTROLLERS[component]
@@ -100,12 +112,23 @@ def install_plan(steps: list[InstallStep]) -> list[list[str]]:
             f"--timeout={_ROLLOUT_TIMEOUT}",
         ]
 
-    plan = []
-    for install in steps:
-        plan.append(["apply", "--server-side", "-f", str(install.path)])
-        if install.name in _ROLLOUT_AFTER:
-            plan.append(rollout(_ROLLOUT_AFTER[install.name]))
-    return plan
+    def apply(install: InstallStep) -> list[str]:
+        return ["apply", "--server-side", "-f", str(install.path)]
+
+    # Kueue last: its webhooks judge Deployments too (`mdeployment.kb.io`), so a
+    # manifest applied after Kueue's and before its webhook answers is refused.
+    controllers = sorted(
+        (s for s in steps if s.name in _ROLLOUT_AFTER), key=lambda s: s.component == "kueue"
+    )
+    phases: list[list[list[str]]] = []
+    for install in controllers:
+        if phases:
+            phases.append([_ESTABLISHED])
+        phases.append([apply(install)])
+    if controllers:
+        phases.append([rollout(_ROLLOUT_AFTER[s.name]) for s in controllers])
+    phases.extend([apply(s)] for s in steps if s.name not in _ROLLOUT_AFTER)
+    return phases
 
 
 def cluster_name(run_dir: Path) -> str:
@@ -126,6 +149,7 @@ class KindStackCluster:
         workers: int = WORKERS,
         name: str | None = None,
         for_peers: bool = False,
+        bare: bool = False,
     ) -> None:
         if image_source not in IMAGE_SOURCES:
             raise ConformanceError(
@@ -140,6 +164,8 @@ class KindStackCluster:
         # The handle's kubeconfig names the API server on the kind network, where
         # another kind cluster's Pods reach it (a MultiKueue worker's).
         self.for_peers = for_peers
+        # Only `kind create` (the bench's baseline): no wiring, images or stack.
+        self.bare = bare
         self.docker: DockerDaemon | None = None
         self.record: reclaim.ClusterRecord | None = None
         self.watch: StackWatch | None = None
@@ -168,6 +194,42 @@ class KindStackCluster:
             raise ConformanceError(
                 f"kubectl {' '.join(args)} failed: {(result.stderr or result.stdout).strip()}{seen}"
             )
+
+    def _kubectl_at_once(self, kubectl: Path, commands: list[list[str]]) -> None:
+        """Run these kubectl commands side by side; the first failure's error, as
+        `_kubectl` words it, once all have ended."""
+        if len(commands) == 1:
+            self._kubectl(kubectl, *commands[0])
+            return
+        running = [
+            (args, subprocess.Popen(
+                [str(kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            ))
+            for args in commands
+        ]  # fmt: skip
+        failed = []
+        for args, process in running:
+            out, err = process.communicate()
+            if process.returncode != 0:
+                failed.append((args, (err or out).strip()))
+        if failed:
+            args, text = failed[0]
+            seen = self._what_was_seen(kubectl, tuple(args))
+            raise ConformanceError(f"kubectl {' '.join(args)} failed: {text}{seen}")
+
+    def _load(self, kind_bin: Path, images: list[str], nodes: list[str]) -> None:
+        where = ["--nodes", ",".join(nodes)] if nodes else []
+        into = f"{', '.join(nodes)} of {self.name}" if nodes else f"every node of {self.name}"
+        with step(f"loading {', '.join(images)} into {into}"):
+            result = subprocess.run(
+                [str(kind_bin), "load", "docker-image", "--name", self.name, *where, *images],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if result.returncode != 0:
+                raise ConformanceError(
+                    f"kind load of {', '.join(images)} failed: {result.stderr.strip()}"
+                )
 
     def _what_was_seen(self, kubectl: Path, args: tuple[str, ...]) -> str:
         """For a failed wait in a namespace: its Pods and events go to a file, and the
@@ -258,29 +320,28 @@ class KindStackCluster:
                     f"node journal:\n{self._journal_tail()}"
                 )
         self._timed("kind_create", started)
+        if self.bare:
+            return
         started = time.monotonic()
         with self._workers_kept_whole(kubectl):
             self._timed("nodes", started)
             started = time.monotonic()
-            for image in to_load:
-                # The controllers run on the control plane (cluster/kind/nodes.py): only
-                # the test image goes to every node, which saves a load per worker.
-                where = [] if image == HOLD_IMAGE or not self.workers else [
-                    "--nodes", f"{self.name}-control-plane"]  # fmt: skip
-                with step(f"loading {image} into {self.name}"):
-                    result = subprocess.run(
-                        [str(kind_bin), "load", "docker-image", "--name", self.name, *where,
-                         image],
-                        capture_output=True, text=True, check=False,
-                    )  # fmt: skip
-                    if result.returncode != 0:
-                        raise ConformanceError(f"kind load {image} failed: {result.stderr.strip()}")
+            # The controllers run on the control plane (cluster/kind/nodes.py): only the
+            # test image goes to every node. One `kind load` per set of nodes: each call
+            # saves, copies and imports one archive.
+            controllers = [image for image in to_load if image != HOLD_IMAGE]
+            for images, nodes in (
+                (controllers, [f"{self.name}-control-plane"] if self.workers else []),
+                ([HOLD_IMAGE] if HOLD_IMAGE in to_load else [], []),
+            ):
+                if images:
+                    self._load(kind_bin, images, nodes)
             names = ", ".join(self.controllers)
             with step(f"building the release manifests of {names}"):
                 steps = self.install_steps(self.profile, kubectl, local)
             with step(f"installing {names} from their release manifests"):
-                for args in install_plan(steps):
-                    self._kubectl(kubectl, *args)
+                for phase in install_plan(steps):
+                    self._kubectl_at_once(kubectl, phase)
         self._timed("install", started)
 
     @contextlib.contextmanager

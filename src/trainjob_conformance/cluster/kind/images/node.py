@@ -28,12 +28,13 @@ from trainjob_conformance.cluster.kind.images.store import (
     ensure,
     fresh_context,
 )
+from trainjob_conformance.cluster.labels import LOCAL_IMAGE_HOST
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
 
-LOCAL = "tjc.local"
+LOCAL = LOCAL_IMAGE_HOST
 NODE_IMAGE_LABEL = "trainjob-conformance.kubeflow.org/node-image"
 # Pod networking without kindnetd (which the module proxy does not serve): the
 # plugins kindnetd itself configures, on the pod subnet kube-controller-manager

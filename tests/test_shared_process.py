@@ -1,0 +1,73 @@
+"""The harness's dockerd is stopped by the last run using it, never under another run."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from trainjob_conformance.lifecycle.identity import ProcessIdentity
+from trainjob_conformance.lifecycle.ledger import ProcessLedger
+from trainjob_conformance.lifecycle.shared import SharedProcess, user_name
+
+
+@pytest.fixture
+def sleeper():
+    started = []
+
+    def start() -> subprocess.Popen:
+        process = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def shared_with_daemon(tmp_path, sleeper) -> tuple[SharedProcess, ProcessIdentity]:
+    shared = SharedProcess(tmp_path / "dockerd")
+    daemon = ProcessIdentity.of(sleeper().pid, "dockerd")
+    with shared.locked():
+        shared.adopt(daemon)
+    return shared, daemon
+
+
+def test_the_daemon_stays_while_another_run_uses_it_and_stops_with_the_last(tmp_path, sleeper):
+    shared, daemon = shared_with_daemon(tmp_path, sleeper)
+    mine = shared.join()
+    other_run = sleeper()
+    (shared.users / user_name(other_run.pid)).touch()
+
+    process, others = shared.leave(mine)
+    assert process == daemon and others == [user_name(other_run.pid)]
+    assert daemon.is_alive()
+
+    other_run.kill()
+    other_run.wait()
+    # A user that died without leaving (SIGKILL) no longer counts.
+    again = shared.join()
+    process, others = shared.leave(again)
+    assert others == [] and not daemon.is_alive()
+    assert shared.process() is None
+
+
+def test_a_killed_runs_watchdog_leaves_the_daemon_through_its_ledger(tmp_path, sleeper):
+    shared, daemon = shared_with_daemon(tmp_path, sleeper)
+    ledger = ProcessLedger.create(tmp_path / "run")
+    ledger.record_shared(shared, shared.join())
+
+    stopped = ledger.reap(grace=2)
+
+    assert daemon in stopped and not daemon.is_alive()
+
+
+def test_a_recorded_pid_that_is_another_process_now_is_not_the_daemon(tmp_path, sleeper):
+    shared = SharedProcess(tmp_path / "dockerd")
+    stranger = sleeper()
+    with shared.locked():
+        shared.adopt(ProcessIdentity(stranger.pid, 1.0, "dockerd"))  # another start time
+    assert shared.process() is None
+    shared.leave(shared.join())
+    assert stranger.poll() is None  # never signalled
