@@ -297,3 +297,26 @@ def test_a_timeline_among_the_result_files_is_refused(pytester: pytest.Pytester)
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--trainjob-timeline*is in the report directory*"])
+
+
+def test_the_kind_bench_reports_both_ratios_from_its_own_figures():
+    from trainjob_conformance.bench.kind import KindBench, table
+
+    kind = KindBench(
+        bare_create=30.0,
+        timings={
+            "images": 0.7,
+            "kind_create": 31.0,
+            "nodes": 5.0,
+            "install": 50.0,
+            "admission": 1.0,
+        },
+        suite_wall=150.0,
+        suite_exit=0,
+        results={"pass": 38, "known-gap": 4},
+    )
+    assert kind.stack_ready == 87.0  # the cached images step is not the cluster's start
+    assert round(kind.start_ratio, 2) == 2.9
+    text = table(kind, embedded_suite=100.0)
+    assert "**2.90x**" in text and "**1.50x**" in text
+    assert "38 pass" in text and "4 known-gap" in text

@@ -142,3 +142,15 @@ def test_kueue_is_scoped_away_from_trainer_only_namespaces_as_its_helm_chart_doe
     assert "namespaceSelector" not in workload
     with pytest.raises(ConformanceError, match="kueue-manager-config"):
         manifests._kueue_scoped(documents[1:])
+
+
+def test_a_build_container_is_removed_only_once_its_owner_is_gone():
+    import os
+
+    from trainjob_conformance.cluster.kind.reclaim import abandoned_builds
+    from trainjob_conformance.lifecycle.identity import start_time
+
+    mine = f"{os.getpid()}-{start_time(os.getpid())}"
+    listing = f"aaa\t{mine}\nbbb\t{os.getpid()}-1.0\nccc\t999999999-5.0\nddd\t\n"
+    # Ours runs; a reused pid (other start time), a dead pid and no label are gone.
+    assert abandoned_builds(listing) == ["bbb", "ccc", "ddd"]

@@ -264,6 +264,7 @@ class KindStackCluster:
         owner = RunOwnership.of(self.run_dir)
         self.docker = DockerDaemon(self.run_dir, owner).ensure()
         reclaim.reclaim_abandoned(self.run_dir.parent)
+        reclaim.reclaim_builds()
         versions = dict(self.profile.versions)
         binaries = build_node_binaries(self.profile)
         for key in self.controllers:

@@ -16,7 +16,11 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from trainjob_conformance.cluster.kind.images.node import NODE_IMAGE_LABEL
+from trainjob_conformance.cluster.kind.images.node import (
+    BUILD_LABEL,
+    BUILD_OWNER_LABEL,
+    NODE_IMAGE_LABEL,
+)
 from trainjob_conformance.lifecycle.ledger import ProcessIdentity, start_time
 from trainjob_conformance.progress import say
 
@@ -104,6 +108,32 @@ def delete(record: ClusterRecord, run_dir: Path) -> None:
         Path(record.kubeconfig).unlink(missing_ok=True)
     record.state = "deleted"
     record.write(run_dir)
+
+
+def abandoned_builds(listing: str) -> list[str]:
+    """Build containers (`docker ps` lines: id, owner label) whose owner is gone."""
+    gone = []
+    for line in listing.splitlines():
+        container, _, owner = line.partition("\t")
+        pid, _, start = owner.partition("-")
+        with contextlib.suppress(ValueError):
+            if ProcessIdentity(int(pid), float(start), "owner").is_alive():
+                continue
+        if container:
+            gone.append(container)
+    return gone
+
+
+def reclaim_builds() -> None:
+    """Remove node-image build containers whose process died (SIGKILL) mid-build."""
+    listed = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"label={BUILD_LABEL}",
+         "--format", f'{{{{.ID}}}}\t{{{{.Label "{BUILD_OWNER_LABEL}"}}}}'],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    for container in abandoned_builds(listed.stdout):
+        say(f"removing image build container {container}, left by a dead run")
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
 
 
 def reclaim_abandoned(runs_root: Path) -> None:

@@ -31,10 +31,16 @@ from trainjob_conformance.cluster.kind.images.store import (
 from trainjob_conformance.cluster.labels import LOCAL_IMAGE_HOST
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+from trainjob_conformance.lifecycle.identity import start_time
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
 
 LOCAL = LOCAL_IMAGE_HOST
+# The container the node image is assembled in, and the process that runs it (pid and
+# start time): a build container whose owner is gone is removed by the next run
+# (cluster/kind/reclaim.py), since a SIGKILL leaves it behind.
+BUILD_LABEL = "trainjob-conformance.kubeflow.org/build"
+BUILD_OWNER_LABEL = "trainjob-conformance.kubeflow.org/build-owner"
 NODE_IMAGE_LABEL = "trainjob-conformance.kubeflow.org/node-image"
 # Pod networking without kindnetd (which the module proxy does not serve): the
 # plugins kindnetd itself configures, on the pod subnet kube-controller-manager
@@ -172,7 +178,8 @@ def node_image(
         name = f"tjc-node-build-{os.getpid()}"
         docker(
             "run", "-d", "--privileged", "--name", name, "--entrypoint=sleep",
-            "--label", "trainjob-conformance.kubeflow.org/build=node-image",
+            "--label", f"{BUILD_LABEL}=node-image",
+            "--label", f"{BUILD_OWNER_LABEL}={os.getpid()}-{start_time(os.getpid())}",
             base, "infinity", what="run the node build container",
         )  # fmt: skip
         try:
