@@ -154,3 +154,13 @@ def test_a_build_container_is_removed_only_once_its_owner_is_gone():
     listing = f"aaa\t{mine}\nbbb\t{os.getpid()}-1.0\nccc\t999999999-5.0\nddd\t\n"
     # Ours runs; a reused pid (other start time), a dead pid and no label are gone.
     assert abandoned_builds(listing) == ["bbb", "ccc", "ddd"]
+
+
+def test_a_kubeconfig_beside_a_kind_record_names_its_run(tmp_path):
+    from trainjob_conformance.cluster.run_state import kind_run_dir
+
+    kubeconfig = tmp_path / "kind-kubeconfig.yaml"
+    kubeconfig.write_text("apiVersion: v1\n")
+    assert kind_run_dir(kubeconfig) is None  # a user's kubeconfig: nothing to start beside
+    (tmp_path / "kind-cluster.json").write_text("{}")
+    assert kind_run_dir(kubeconfig) == tmp_path

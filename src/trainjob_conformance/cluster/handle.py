@@ -49,6 +49,9 @@ class ClusterHandle:
     # IMAGES_PRELOADED (only those already on the nodes: no registry is reachable),
     # IMAGES_SIMULATED (no container runs: kwok's nodes).
     image_supply: str = IMAGES_PULLED
+    # For an `existing` cluster the harness built itself: the provider that built it
+    # ("kind"), so a MultiKueue worker can be started beside it the same way.
+    built_by: str = ""
     _kube: Kube | None = None
     _health: StackHealth | None = None
 
@@ -126,6 +129,7 @@ class ClusterHandle:
             "health_file": str(self.health_file) if self.health_file else "",
             "images": dict(self.images),
             "image_supply": self.image_supply,
+            "built_by": self.built_by,
         }
 
     @classmethod
@@ -144,6 +148,7 @@ class ClusterHandle:
             health_file=Path(str(data["health_file"])) if data.get("health_file") else None,
             images={str(k): str(v) for k, v in dict(data.get("images") or {}).items()},  # type: ignore[call-overload]
             image_supply=str(data.get("image_supply") or IMAGES_PULLED),
+            built_by=str(data.get("built_by") or ""),
             controller_pods={
                 str(k): (str(v[0]), str(v[1]))
                 for k, v in dict(data.get("controller_pods") or {}).items()  # type: ignore[call-overload]

@@ -13,6 +13,8 @@ from typing import Any
 from trainjob_conformance.errors import ConformanceError
 
 STATE_FILE = "state.json"
+# What the kind provider records beside its kubeconfig (cluster/kind/reclaim.py).
+KIND_RECORD_FILE = "kind-cluster.json"
 
 
 def read_state(run_dir: Path) -> dict[str, Any]:
@@ -40,3 +42,10 @@ def embedded_run_dir(kubeconfig: Path) -> Path | None:
         return None
     run_dir = kubeconfig.parents[3]
     return run_dir if read_state(run_dir) else None
+
+
+def kind_run_dir(kubeconfig: Path) -> Path | None:
+    """The run directory of the kind run whose cluster this kubeconfig reaches, if any:
+    the kind provider writes its kubeconfig beside the cluster's record."""
+    run_dir = kubeconfig.parent
+    return run_dir if (run_dir / KIND_RECORD_FILE).is_file() else None

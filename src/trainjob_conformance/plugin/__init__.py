@@ -175,7 +175,8 @@ def trainjob_worker_cluster(
     from trainjob_conformance.stack.profiles import load_profile
 
     # An `existing` cluster with a run directory is one an embedded `up` (or
-    # `prove`) started here: a worker beside it is as reachable as beside our own.
+    # `prove`) or a kept kind run started here: a worker beside it is as reachable
+    # as beside our own.
     providers = ("embedded", "existing", "kind")
     if trainjob_cluster.provider not in providers or trainjob_cluster.run_dir is None:
         pytest.skip(
@@ -184,7 +185,7 @@ def trainjob_worker_cluster(
         )
     profile = load_profile(trainjob_cluster.profile)
     worker: Any
-    if trainjob_cluster.provider == "kind":
+    if "kind" in (trainjob_cluster.provider, trainjob_cluster.built_by):
         from trainjob_conformance.cluster.kind.provider import multikueue_worker
 
         worker = multikueue_worker(profile, trainjob_cluster.run_dir)

@@ -21,10 +21,11 @@ from trainjob_conformance.cluster.kind.images.node import (
     BUILD_OWNER_LABEL,
     NODE_IMAGE_LABEL,
 )
+from trainjob_conformance.cluster.run_state import KIND_RECORD_FILE
 from trainjob_conformance.lifecycle.ledger import ProcessIdentity, start_time
 from trainjob_conformance.progress import say
 
-RECORD_FILE = "kind-cluster.json"
+RECORD_FILE = KIND_RECORD_FILE
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"
 # Every node container made from the harness's node image carries NODE_IMAGE_LABEL.
 KIND_NETWORK = "kind"
