@@ -164,3 +164,17 @@ def test_a_kubeconfig_beside_a_kind_record_names_its_run(tmp_path):
     assert kind_run_dir(kubeconfig) is None  # a user's kubeconfig: nothing to start beside
     (tmp_path / "kind-cluster.json").write_text("{}")
     assert kind_run_dir(kubeconfig) == tmp_path
+
+
+def test_commands_run_at_once_are_taken_as_they_end():
+    import subprocess
+    import tempfile
+
+    from trainjob_conformance.cluster.kind.provider import _as_they_end
+
+    with tempfile.TemporaryFile() as out:
+        running = [
+            (["slow"], subprocess.Popen(["sleep", "0.5"]), out),
+            (["fast"], subprocess.Popen(["true"]), out),
+        ]
+        assert [args[0] for args, _, _ in _as_they_end(running)] == ["fast", "slow"]

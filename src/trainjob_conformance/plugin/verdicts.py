@@ -190,6 +190,10 @@ def judge(
         return ERROR, f"the stack broke: {broken}", broken.details()
     if excinfo is not None and isinstance(excinfo.value, StackError):
         return ERROR, reason_from_exception(excinfo), ""
+    if excinfo is not None and isinstance(excinfo.value, ConformanceError):
+        # The harness could not do its part (a cluster it could not start, an
+        # input it could not read): the policy was never judged.
+        return ERROR, reason_from_exception(excinfo), ""
     if hasattr(report, "wasxfail"):
         return KNOWN_GAP, reason_from_report(report), ""
     if GAP_CLOSED_MARKER in str(report.longrepr):

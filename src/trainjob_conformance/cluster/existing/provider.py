@@ -78,7 +78,10 @@ class ExistingCluster:
         else:
             stack = detect_stack(kube)
             handle = ClusterHandle(
-                provider="existing", kubeconfig=self.kubeconfig, versions=stack.versions
+                provider="existing",
+                kubeconfig=self.kubeconfig,
+                versions=stack.versions,
+                profile=self.profile.name,
             )
             handle.controller_pods = dict(stack.controller_pods)
             detected_from = "; ".join(

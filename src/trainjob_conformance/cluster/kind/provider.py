@@ -20,9 +20,11 @@ import os
 import re
 import shlex
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, IMAGES_PULLED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
@@ -131,6 +133,21 @@ def install_plan(steps: list[InstallStep]) -> list[list[list[str]]]:
     return phases
 
 
+def _as_they_end(
+    running: list[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]],
+) -> Iterator[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]]:
+    """Each (args, process, output) once its process has exited, in the order they end;
+    polled every 0.2 s (each kubectl bounds itself with its own --timeout)."""
+    pending = list(running)
+    while pending:
+        ended = [entry for entry in pending if entry[1].poll() is not None]
+        for entry in ended:
+            pending.remove(entry)
+            yield entry
+        if pending and not ended:
+            time.sleep(0.2)
+
+
 def cluster_name(run_dir: Path) -> str:
     """kind takes lower-case letters, digits and dashes; the run id keeps clusters apart."""
     run_id = re.sub(r"[^a-z0-9]+", "-", run_dir.name.lower()).strip("-")[-12:].strip("-")
@@ -197,22 +214,36 @@ class KindStackCluster:
 
     def _kubectl_at_once(self, kubectl: Path, commands: list[list[str]]) -> None:
         """Run these kubectl commands side by side; the first failure's error, as
-        `_kubectl` words it, once all have ended."""
+        `_kubectl` words it, once all have ended. Each rollout's time goes into the
+        timings (`rollout <deployment>`); whatever still runs when this is interrupted
+        is killed, not left to its own timeout."""
         if len(commands) == 1:
             self._kubectl(kubectl, *commands[0])
             return
-        running = [
-            (args, subprocess.Popen(
-                [str(kubectl), "--kubeconfig", str(self.kubeconfig), *args],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            ))
-            for args in commands
-        ]  # fmt: skip
+        started = time.monotonic()
+        running: list[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]] = []
         failed = []
-        for args, process in running:
-            out, err = process.communicate()
-            if process.returncode != 0:
-                failed.append((args, (err or out).strip()))
+        with contextlib.ExitStack() as files:
+            try:
+                for args in commands:
+                    output = files.enter_context(tempfile.TemporaryFile())
+                    process = subprocess.Popen(
+                        [str(kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+                        stdout=output, stderr=subprocess.STDOUT,
+                    )  # fmt: skip
+                    running.append((args, process, output))
+                for args, process, output in _as_they_end(running):
+                    if args[2:3] == ["rollout"]:
+                        took = round(time.monotonic() - started, 1)
+                        self.timings[f"rollout {args[4].split('/')[-1]}"] = took
+                    if process.returncode != 0:
+                        output.seek(0)
+                        failed.append((args, output.read().decode(errors="replace").strip()))
+            finally:
+                for _, process, _ in running:
+                    if process.poll() is None:
+                        process.kill()
+                        process.wait()
         if failed:
             args, text = failed[0]
             seen = self._what_was_seen(kubectl, tuple(args))
