@@ -71,3 +71,16 @@ def test_a_recorded_pid_that_is_another_process_now_is_not_the_daemon(tmp_path, 
     assert shared.process() is None
     shared.leave(shared.join())
     assert stranger.poll() is None  # never signalled
+
+
+def test_a_kept_cluster_holds_the_daemon_until_it_is_gone(tmp_path, sleeper):
+    shared, daemon = shared_with_daemon(tmp_path, sleeper)
+    shared.keep_for("tjc-kept")
+    existing = {"tjc-kept"}
+
+    # A watchdog cannot look: a kept cluster always counts.
+    assert shared.leave(shared.join())[1] == ["kept-tjc-kept"] and daemon.is_alive()
+    assert shared.leave(shared.join(), in_use=existing.__contains__)[1] == ["kept-tjc-kept"]
+    existing.clear()  # the user deleted it
+    assert shared.leave(shared.join(), in_use=existing.__contains__)[1] == []
+    assert not daemon.is_alive()

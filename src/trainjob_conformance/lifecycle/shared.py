@@ -19,13 +19,15 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainjob_conformance.lifecycle.identity import ProcessIdentity, start_time
 
 _STOP_GRACE_SECONDS = 10.0
+# Users that are not a run's process but something it left running.
+KEPT = "kept-"
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,29 @@ class SharedProcess:
         (self.users / name).touch()
         return name
 
-    def others(self, mine: str) -> list[str]:
-        """Users other than `mine` whose process still runs; stale files are removed."""
+    def keep_for(self, holder: str) -> None:
+        """Count something that outlives its run (a kept kind cluster) as a user until
+        `in_use` (given to `leave`) says it is gone."""
+        with self.locked():
+            self.users.mkdir(parents=True, exist_ok=True)
+            (self.users / f"{KEPT}{holder}").touch()
+
+    def others(self, mine: str, in_use: Callable[[str], bool] | None = None) -> list[str]:
+        """Users other than `mine` still using the process; stale files are removed.
+
+        A run counts while its process runs; a kept holder while `in_use(holder)`
+        says so, and always when there is no `in_use` to ask (a watchdog, which
+        cannot look, never stops the process under a kept cluster).
+        """
         alive = []
         for path in sorted(self.users.glob("*")) if self.users.is_dir() else []:
             if path.name == mine:
+                continue
+            if path.name.startswith(KEPT):
+                if in_use is None or in_use(path.name.removeprefix(KEPT)):
+                    alive.append(path.name)
+                else:
+                    path.unlink(missing_ok=True)
                 continue
             pid, _, start = path.name.partition("-")
             with contextlib.suppress(ValueError):
@@ -86,7 +106,9 @@ class SharedProcess:
             path.unlink(missing_ok=True)
         return alive
 
-    def leave(self, user: str) -> tuple[ProcessIdentity | None, list[str]]:
+    def leave(
+        self, user: str, in_use: Callable[[str], bool] | None = None
+    ) -> tuple[ProcessIdentity | None, list[str]]:
         """Stop counting `user` (what `join` returned); stop the process when no other
         user runs.
 
@@ -95,7 +117,7 @@ class SharedProcess:
         """
         with self.locked():
             (self.users / user).unlink(missing_ok=True)
-            others = self.others(user)
+            others = self.others(user, in_use)
             process = self.process()
             if process is not None and not others:
                 stop(process)

@@ -124,6 +124,12 @@ def missing_docker() -> str | None:
     return f"no Docker daemon answers: {_DOCKER_INSTALL_HINT}"
 
 
+def _kind_cluster_exists(name: str) -> bool:
+    """Whether node containers of kind cluster `name` still exist (kind's own label)."""
+    listed = _docker("ps", "-aq", "--filter", f"label=io.x-k8s.kind.cluster={name}")
+    return listed.returncode != 0 or bool(listed.stdout.strip())
+
+
 # The dockerd the harness starts is shared by every harness run on the host that
 # finds it answering, and stopped by the last of them to end (lifecycle/shared.py):
 # stopping it with the run that started it broke another run's kind nodes.
@@ -217,15 +223,23 @@ class DockerDaemon:
                     f"dockerd did not answer within 60 s; log {log}:\n{process.log_tail(15)}"
                 ) from None
 
+    def keep_for(self, cluster: str) -> None:
+        """This run leaves kind cluster `cluster` running: the harness's daemon stays
+        while its node containers exist, then the last run to end stops it."""
+        if self.user is not None:
+            self.shared.keep_for(cluster)
+        self.stop()
+
     def stop(self) -> None:
         """Leave the harness's daemon; it stops when no other harness run uses it."""
         unregister_cleanup(self.stop)
         if self.user is None:
             return
-        process, others = self.shared.leave(self.user)
+        process, others = self.shared.leave(self.user, in_use=_kind_cluster_exists)
         self.user = None
         if process is not None and others:
             say(
-                f"dockerd (pid {process.pid}) left running: {len(others)} other harness "
-                f"run{'s' if len(others) > 1 else ''} on this host use it"
+                f"dockerd (pid {process.pid}) left running: used by {len(others)} other "
+                f"harness run{'s' if len(others) > 1 else ''} or kept cluster"
+                f"{'s' if len(others) > 1 else ''} on this host"
             )

@@ -478,6 +478,9 @@ class KindStackCluster:
         if self.record is not None:
             self.record.state = "detached"
             self.record.write(self.run_dir)
+        if self.docker is not None:
+            self.docker.keep_for(self.name)
+            self.docker = None
 
     def down(self) -> None:
         unregister_cleanup(self.down)
