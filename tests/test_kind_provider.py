@@ -151,9 +151,18 @@ def test_a_build_container_is_removed_only_once_its_owner_is_gone():
     from trainjob_conformance.lifecycle.identity import start_time
 
     mine = f"{os.getpid()}-{start_time(os.getpid())}"
-    listing = f"aaa\t{mine}\nbbb\t{os.getpid()}-1.0\nccc\t999999999-5.0\nddd\t\n"
-    # Ours runs; a reused pid (other start time), a dead pid and no label are gone.
-    assert abandoned_builds(listing) == ["bbb", "ccc", "ddd"]
+    build = "tjc-node-build-1"
+    listing = "\n".join(
+        [
+            f"aaa\t{build}\t{mine}\t",  # its builder runs
+            f"bbb\t{build}\t{os.getpid()}-1.0\t",  # a reused pid: gone
+            f"ccc\t{build}\t999999999-5.0\t",  # a dead builder: gone
+            "ddd\ttjc-latest-1-worker\t999999999-5.0\ttjc-latest-1",  # a kind node
+            "eee\tmy-container\t999999999-5.0\t",  # not named as a build
+            f"fff\t{build}\t\t",  # no owner: not ours to judge
+        ]
+    )
+    assert abandoned_builds(listing) == ["bbb", "ccc"]
 
 
 def test_a_kubeconfig_beside_a_kind_record_names_its_run(tmp_path):

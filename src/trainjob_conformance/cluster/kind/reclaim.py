@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainjob_conformance.cluster.kind.images.node import (
-    BUILD_LABEL,
+    BUILD_CONTAINER_PREFIX,
     BUILD_OWNER_LABEL,
     NODE_IMAGE_LABEL,
 )
@@ -112,24 +112,34 @@ def delete(record: ClusterRecord, run_dir: Path) -> None:
 
 
 def abandoned_builds(listing: str) -> list[str]:
-    """Build containers (`docker ps` lines: id, owner label) whose owner is gone."""
+    """Build containers whose owner is gone, from `docker ps` lines (id, name, owner
+    label, kind cluster label).
+
+    A node container carries the labels of the build container its image was
+    committed from (images built before 2026-11-25 keep an owner there), so only
+    a container named as a build container, with an owner and no kind cluster,
+    is one.
+    """
     gone = []
     for line in listing.splitlines():
-        container, _, owner = line.partition("\t")
+        container, name, owner, cluster = [*line.split("\t"), "", "", ""][:4]
+        if not name.startswith(BUILD_CONTAINER_PREFIX) or not owner or cluster:
+            continue
         pid, _, start = owner.partition("-")
         with contextlib.suppress(ValueError):
             if ProcessIdentity(int(pid), float(start), "owner").is_alive():
                 continue
-        if container:
-            gone.append(container)
+        gone.append(container)
     return gone
 
 
 def reclaim_builds() -> None:
     """Remove node-image build containers whose process died (SIGKILL) mid-build."""
     listed = subprocess.run(
-        ["docker", "ps", "-a", "--filter", f"label={BUILD_LABEL}",
-         "--format", f'{{{{.ID}}}}\t{{{{.Label "{BUILD_OWNER_LABEL}"}}}}'],
+        ["docker", "ps", "-a", "--filter", f"label={BUILD_OWNER_LABEL}",
+         "--filter", f"name={BUILD_CONTAINER_PREFIX}",
+         "--format", f'{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.Label "{BUILD_OWNER_LABEL}"}}}}'
+                     f'\t{{{{.Label "{CLUSTER_LABEL}"}}}}'],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     for container in abandoned_builds(listed.stdout):

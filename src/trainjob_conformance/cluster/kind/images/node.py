@@ -41,6 +41,7 @@ LOCAL = LOCAL_IMAGE_HOST
 # (cluster/kind/reclaim.py), since a SIGKILL leaves it behind.
 BUILD_LABEL = "trainjob-conformance.kubeflow.org/build"
 BUILD_OWNER_LABEL = "trainjob-conformance.kubeflow.org/build-owner"
+BUILD_CONTAINER_PREFIX = "tjc-node-build-"
 NODE_IMAGE_LABEL = "trainjob-conformance.kubeflow.org/node-image"
 # Pod networking without kindnetd (which the module proxy does not serve): the
 # plugins kindnetd itself configures, on the pod subnet kube-controller-manager
@@ -175,7 +176,7 @@ def node_image(
     image = f"{LOCAL}/kind-node:{tag}"
 
     def build() -> None:
-        name = f"tjc-node-build-{os.getpid()}"
+        name = f"{BUILD_CONTAINER_PREFIX}{os.getpid()}"
         docker(
             "run", "-d", "--privileged", "--name", name, "--entrypoint=sleep",
             "--label", f"{BUILD_LABEL}=node-image",
@@ -234,6 +235,9 @@ def node_image(
             # harness's (cluster/kind/reclaim.py).
             docker("commit", "--change", f"ENTRYPOINT {entrypoint}", "--change", "CMD []",
                    "--change", f"LABEL {NODE_IMAGE_LABEL}={tag}",
+                   # A commit keeps the container's labels: the nodes made from the
+                   # image must not look like a build container (reclaim.py).
+                   "--change", f"LABEL {BUILD_LABEL}= {BUILD_OWNER_LABEL}=",
                    name, image, what="commit the node image")  # fmt: skip
         finally:
             subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
