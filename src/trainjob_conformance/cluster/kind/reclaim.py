@@ -98,11 +98,18 @@ def _network_in_use() -> bool:
 def delete(record: ClusterRecord, run_dir: Path) -> None:
     """Delete the recorded cluster (kubeconfig named: kind never edits ~/.kube/config)."""
     if node_containers(record.name, harness_only=False):
+        # In a session of its own: a second Ctrl-C in the terminal must not cut the
+        # deletion short (it once left three node containers running).
         subprocess.run(
             [record.kind_bin, "delete", "cluster", "--name", record.name,
              "--kubeconfig", record.kubeconfig],
-            capture_output=True, check=False,
+            capture_output=True, check=False, start_new_session=True,
         )  # fmt: skip
+    left = node_containers(record.name, harness_only=False)
+    if left:
+        # Still `running` in the record: the next run reclaims it once this one is gone.
+        say(f"kind cluster {record.name} is not deleted yet: {', '.join(left)} remain")
+        return
     if record.created_network and network_exists() and not _network_in_use():
         subprocess.run(["docker", "network", "rm", KIND_NETWORK], capture_output=True, check=False)
     with contextlib.suppress(OSError):
