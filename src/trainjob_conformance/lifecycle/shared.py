@@ -18,11 +18,11 @@ import fcntl
 import json
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 from trainjob_conformance.lifecycle.identity import ProcessIdentity, start_time
 
 _STOP_GRACE_SECONDS = 10.0
@@ -132,7 +132,6 @@ def user_name(pid: int) -> str:
 def stop(process: ProcessIdentity, grace: float = _STOP_GRACE_SECONDS) -> None:
     """SIGTERM, then SIGKILL after `grace`; only while it is still the recorded process."""
     process.signal(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while process.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    with contextlib.suppress(WaitTimeout):
+        wait_for(f"{process.name} to exit", lambda: not process.is_alive(), grace, interval=0.1)
     process.signal(signal.SIGKILL)

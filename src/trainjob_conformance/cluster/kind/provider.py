@@ -45,6 +45,7 @@ from trainjob_conformance.cluster.kind.manifests import InstallStep, kind_instal
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.lifecycle.processes import (
     RunOwnership,
     register_cleanup,
@@ -136,16 +137,22 @@ def install_plan(steps: list[InstallStep]) -> list[list[list[str]]]:
 def _as_they_end(
     running: list[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]],
 ) -> Iterator[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]]:
-    """Each (args, process, output) once its process has exited, in the order they end;
-    polled every 0.2 s (each kubectl bounds itself with its own --timeout)."""
+    """Each (args, process, output) once its process has exited, in the order they end.
+
+    Each kubectl bounds itself with its own --timeout; the bound here only
+    guards against one that never returns.
+    """
     pending = list(running)
+    bound = float(_ROLLOUT_TIMEOUT.rstrip("s")) + 60
+
+    def ended() -> list[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]] | NotYet:
+        done = [entry for entry in pending if entry[1].poll() is not None]
+        return done or NotYet(f"still running: {[' '.join(e[0]) for e in pending]}")
+
     while pending:
-        ended = [entry for entry in pending if entry[1].poll() is not None]
-        for entry in ended:
+        for entry in wait_for("kubectl commands run at once to end", ended, bound, interval=0.2):
             pending.remove(entry)
             yield entry
-        if pending and not ended:
-            time.sleep(0.2)
 
 
 def cluster_name(run_dir: Path) -> str:
