@@ -146,6 +146,7 @@ class DockerDaemon:
         self.owner = owner
         self.shared = shared_daemon()
         self.user: str | None = None  # this run's name among the daemon's users
+        self.started: HostProcess | None = None  # the daemon, where this run started it
 
     @property
     def started_here(self) -> bool:
@@ -210,6 +211,7 @@ class DockerDaemon:
         process = HostProcess("dockerd", args, log).start()
         # Not this run's to stop on exit: the last user stops it (stop()).
         unregister_cleanup(process.stop)
+        self.started = process
         identity = ProcessIdentity.of(process.pid or 0, "dockerd")
         if identity is None:
             raise ConformanceError(f"dockerd exited at once; log {log}:\n{process.log_tail(15)}")
@@ -237,6 +239,9 @@ class DockerDaemon:
             return
         process, others = self.shared.leave(self.user, in_use=_kind_cluster_exists)
         self.user = None
+        if self.started is not None and not others:
+            # Ours to reap once it has exited, or it stays a zombie until this run ends.
+            self.started.exit_code()
         if process is not None and others:
             say(
                 f"dockerd (pid {process.pid}) left running: used by {len(others)} other "
