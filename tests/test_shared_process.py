@@ -84,3 +84,26 @@ def test_a_kept_cluster_holds_the_daemon_until_it_is_gone(tmp_path, sleeper):
     existing.clear()  # the user deleted it
     assert shared.leave(shared.join(), in_use=existing.__contains__)[1] == []
     assert not daemon.is_alive()
+
+
+def test_a_recorded_command_runs_when_the_run_is_reaped(tmp_path):
+    ledger = ProcessLedger.create(tmp_path / "run")
+    marker = tmp_path / "undone"
+    ledger.record_command(["touch", str(marker)])
+    ledger.reap(grace=1)
+    assert marker.is_file()
+
+
+def test_a_kind_record_is_deleted_only_while_running(tmp_path, monkeypatch):
+    from trainjob_conformance.cluster.kind import reclaim
+
+    deleted = []
+    monkeypatch.setattr(reclaim, "delete", lambda record, run_dir: deleted.append(record.name))
+    for state in ("running", "deleted", "detached"):
+        run_dir = tmp_path / state
+        run_dir.mkdir()
+        record = reclaim.ClusterRecord("tjc-" + state, "k", "kind", 1, 1.0, state=state)
+        record.write(run_dir)
+        reclaim.delete_if_running(run_dir)
+    reclaim.delete_if_running(tmp_path / "no-record")
+    assert deleted == ["tjc-running"]  # a kept cluster stays

@@ -3,6 +3,7 @@ interruption left of the clusters they started."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -88,17 +89,58 @@ def after_killed_child(signum: signal.Signals) -> int:
         "no verdicts for what it had not reported",
         file=sys.stderr,
     )
+    for run_dir in RUN_DIRS:
+        _wait_for_watchdog(run_dir)
     for runs_root in {run_dir.parent for run_dir in RUN_DIRS}:
         reap_abandoned(runs_root)
     print(interrupted_message(), file=sys.stderr)
     return 128 + signum
 
 
+# A watchdog's reaping: processes (10 s grace) and a kind cluster's deletion.
+_WATCHDOG_SECONDS = 90.0
+
+
+def _wait_for_watchdog(run_dir: Path) -> None:
+    """Until the watchdog of a run whose owner died has finished reaping (it marks the
+    ledger closed), so that what is reported left is not what it is still undoing."""
+    from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+    from trainjob_conformance.lifecycle.ledger import CLOSED, DETACHED, LEDGER_FILE, ProcessLedger
+
+    ledger = ProcessLedger(run_dir / LEDGER_FILE)
+    if not ledger.path.exists():
+        return
+    with contextlib.suppress(WaitTimeout):
+        wait_for(
+            f"the watchdog of {run_dir} to finish",
+            lambda: ledger.owner_alive() or ledger.state in (CLOSED, DETACHED),
+            timeout=_WATCHDOG_SECONDS,
+            interval=0.2,
+        )
+
+
+def _kind_cluster_left(run_dir: Path) -> list[str]:
+    """The kind cluster a run directory records, if it was neither deleted nor kept and
+    node containers of it remain."""
+    from trainjob_conformance.cluster.kind.reclaim import (
+        RECORD_FILE,
+        ClusterRecord,
+        node_containers,
+    )
+
+    record = ClusterRecord.read(run_dir / RECORD_FILE)
+    if record is None or record.state != "running":
+        return []
+    return (
+        [f"kind cluster {record.name}"] if node_containers(record.name, harness_only=False) else []
+    )
+
+
 def interrupted_message() -> str:
     """What the interruption left, checked, never assumed."""
     from trainjob_conformance.lifecycle.processes import still_running
 
-    left = {run_dir: still_running(run_dir) for run_dir in RUN_DIRS}
+    left = {run_dir: still_running(run_dir) + _kind_cluster_left(run_dir) for run_dir in RUN_DIRS}
     left = {run_dir: names for run_dir, names in left.items() if names}
     if not left and not GROUPS_LEFT:
         return "trainjob-conformance: interrupted; nothing it started is still running"

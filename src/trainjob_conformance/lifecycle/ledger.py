@@ -24,6 +24,7 @@ import json
 import os
 import select
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ LEDGER_FILE = "owned-processes.jsonl"
 DETACHED = "detached"
 CLOSED = "closed"
 _GRACE_SECONDS = 10.0
+# A recorded clean-up command (a kind cluster's deletion takes about 10 s).
+_COMMAND_TIMEOUT = 120.0
 # The order a cluster stops in cleanly: the managers (and their forwarders)
 # while the API server still answers them, then the control plane, then etcd.
 # SIGTERM to all at once left kube-apiserver and Kueue each waiting on the
@@ -127,6 +130,12 @@ class ProcessLedger:
         """A process this run uses with other runs: left, not reaped (lifecycle/shared.py)."""
         self._append({"shared": str(shared.directory), "user": user})
 
+    def record_command(self, argv: list[str]) -> None:
+        """A command that undoes what the run made outside its processes (a kind
+        cluster's containers), run when the run is reaped; it must do nothing where
+        there is nothing left to undo."""
+        self._append({"command": argv})
+
     def record_directory(self, directory: Path) -> None:
         self._append({"directory": str(directory)})
 
@@ -177,6 +186,14 @@ class ProcessLedger:
             _wait_exited(group, deadline - time.monotonic())
         for process in targets:
             process.signal(signal.SIGKILL)
+        for entry in self._entries():
+            if "command" in entry:
+                # Its own session: the terminal's Ctrl-C must not cut it short.
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    subprocess.run(
+                        [str(arg) for arg in entry["command"]],
+                        timeout=_COMMAND_TIMEOUT, start_new_session=True, check=False,
+                    )  # fmt: skip
         # Shared processes last: the run's own processes may still have been using them.
         for entry in self._entries():
             if "shared" in entry:

@@ -39,7 +39,10 @@ def watch(ledger: ProcessLedger, pipe: IO[bytes]) -> list[str]:
         last = line.strip() or last
     if last in (DETACHED.encode(), CLOSED.encode()):
         return []
-    return [f"{p.name} (pid {p.pid})" for p in ledger.reap()]
+    stopped = [f"{p.name} (pid {p.pid})" for p in ledger.reap()]
+    # Done: a surviving parent (the CLI) waits for this before it says what is left.
+    ledger.mark(CLOSED)
+    return stopped
 
 
 def main(argv: list[str]) -> int:

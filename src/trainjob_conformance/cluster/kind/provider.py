@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -346,6 +347,10 @@ class KindStackCluster:
             self.name, self.kubeconfig, kind_bin, created_network=not reclaim.network_exists()
         )
         self.record.write(self.run_dir)
+        # Deleted by the watchdog if this process dies before `down` (SIGKILL).
+        owner.ledger.record_command(
+            [sys.executable, "-m", "trainjob_conformance.cluster.kind.reclaim", str(self.run_dir)]
+        )
         started = time.monotonic()
         with step(f"creating kind cluster {self.name}"):
             result = subprocess.run(

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -171,3 +172,16 @@ def reclaim_abandoned(runs_root: Path) -> None:
         if node_containers(record.name) or not node_containers(record.name, harness_only=False):
             say(f"removing kind cluster {record.name}, left by a dead run in {path.parent}")
             delete(record, path.parent)
+
+
+def delete_if_running(run_dir: Path) -> None:
+    """Delete the cluster recorded in `run_dir` unless it was deleted or kept; what a
+    run's watchdog runs when the run dies (lifecycle/ledger.py record_command)."""
+    record = ClusterRecord.read(run_dir / RECORD_FILE)
+    if record is not None and record.state == "running":
+        say(f"deleting kind cluster {record.name}: the run that created it is gone")
+        delete(record, run_dir)
+
+
+if __name__ == "__main__":
+    delete_if_running(Path(sys.argv[1]))
