@@ -96,14 +96,21 @@ def record_pod_label(
     )
 
 
+def _record_pods_wait(
+    view: TrainJobView, trainjob: str, what: str, jsonpath: str, **match: object
+) -> None:
+    """The record's note of a wait on the Pods of `trainjob`, in kubectl's terms."""
+    view.record_wait(what, POD, selector=_selector(trainjob), jsonpath=jsonpath, **match)
+
+
 def wait_pods(
     view: TrainJobView, trainjob: str, count: int, timeout: float = DEFAULT_TIMEOUT
 ) -> list[Pod]:
-    view.record_wait(
+    _record_pods_wait(
+        view,
+        trainjob,
         f"{count} Pods of TrainJob {trainjob}",
-        POD,
-        selector=_selector(trainjob),
-        jsonpath="{.items[*].metadata.name}",
+        "{.items[*].metadata.name}",
         count=count,
     )
 
@@ -169,11 +176,11 @@ def release_terminating(view: TrainJobView, pods: list[Pod]) -> None:
 def wait_terminating(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
     """`count` Pods deleted but still present: Terminating."""
 
-    view.record_wait(
+    _record_pods_wait(
+        view,
+        trainjob,
         f"{count} Terminating Pods of TrainJob {trainjob}",
-        POD,
-        selector=_selector(trainjob),
-        jsonpath="{.items[?(@.metadata.deletionTimestamp)].metadata.name}",
+        "{.items[?(@.metadata.deletionTimestamp)].metadata.name}",
         count=count,
     )
 
@@ -188,11 +195,11 @@ def wait_terminating(view: TrainJobView, trainjob: str, count: int) -> list[Pod]
 
 
 def wait_pods_gone(view: TrainJobView, trainjob: str) -> None:
-    view.record_wait(
+    _record_pods_wait(
+        view,
+        trainjob,
         f"the Pods of TrainJob {trainjob} to be gone",
-        POD,
-        selector=_selector(trainjob),
-        jsonpath="{.items[*].metadata.name}",
+        "{.items[*].metadata.name}",
         count=0,
     )
 
@@ -205,11 +212,11 @@ def wait_pods_gone(view: TrainJobView, trainjob: str) -> None:
 
 def wait_running(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
     """`count` Pods Running and the JobSet reporting them active."""
-    view.record_wait(
+    _record_pods_wait(
+        view,
+        trainjob,
         f"{count} Running Pods of TrainJob {trainjob}",
-        POD,
-        selector=_selector(trainjob),
-        jsonpath="{.items[*].status.phase}",
+        "{.items[*].status.phase}",
         equals=" ".join(["Running"] * count),
     )
 

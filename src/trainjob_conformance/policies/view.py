@@ -114,13 +114,17 @@ class TrainJobView:
             return
         self.kube.recorder.wait(
             what,
-            **_target(
-                self.kube.concrete(kind.api_version), kind.kind, self.namespace, name, selector
-            ),
+            **self._target(kind, name, selector),
             jsonpath=jsonpath,
             condition=condition,
             match=match,
             **({"dry_run_create": dry_run_create} if dry_run_create else {}),
+        )
+
+    def _target(self, kind: Kind, name: str | None, selector: str | None) -> dict[str, Any]:
+        """What a recorded wait or observation is about, in this test's namespace."""
+        return _target(
+            self.kube.concrete(kind.api_version), kind.kind, self.namespace, name, selector
         )
 
     @contextlib.contextmanager
@@ -150,9 +154,7 @@ class TrainJobView:
             return
         self.kube.recorder.observation(
             what,
-            **_target(
-                self.kube.concrete(kind.api_version), kind.kind, self.namespace, name, selector
-            ),
+            **self._target(kind, name, selector),
             jsonpath=jsonpath,
             expected=expected,
             observed=observed,
