@@ -7,8 +7,10 @@ the providers, so the interface and the providers never import each other.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 
+from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.provider import ClusterProvider, ClusterRequest
 from trainjob_conformance.errors import ConformanceError
 
@@ -31,3 +33,40 @@ def make_provider(request: ClusterRequest) -> ClusterProvider:
         module_name
     ).from_request
     return factory(request)
+
+
+# A second cluster beside a run's, with the same stack: the MultiKueue worker.
+# Embedded beside an embedded cluster, kind beside kind: the worker's kubeconfig
+# must work from the manager cluster's Pods, and only a cluster the harness can
+# start next to the first gives that. An `existing` cluster with a run
+# directory is one an embedded `up` (or `prove`) or a kept kind run started on
+# this host, so a worker beside it is as reachable as beside the run's own.
+PEER_PROVIDERS = ("embedded", "existing", "kind")
+
+
+def peer_unavailable(beside: ClusterHandle) -> str | None:
+    """Why no worker cluster can start beside this one, or None."""
+    if beside.provider not in PEER_PROVIDERS or beside.run_dir is None:
+        return (
+            "a MultiKueue worker needs a second cluster, which only the embedded and kind "
+            f"providers can start (this run uses {beside.provider!r})"
+        )
+    return None
+
+
+def peer_cluster(beside: ClusterHandle) -> ClusterProvider:
+    """A not yet started cluster of `beside`'s profile and provider; its state goes in
+    a directory of `beside`'s run directory named after this process."""
+    from trainjob_conformance.stack.profiles import load_profile
+
+    why = peer_unavailable(beside)
+    if why is not None or beside.run_dir is None:
+        raise ConformanceError(why or "no run directory")
+    profile = load_profile(beside.profile)
+    if "kind" in (beside.provider, beside.built_by):
+        from trainjob_conformance.cluster.kind.provider import multikueue_worker
+
+        return multikueue_worker(profile, beside.run_dir)
+    from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
+
+    return EmbeddedStackCluster(profile, beside.run_dir / f"worker-{os.getpid()}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -24,16 +23,18 @@ from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.health.stack_watch import StackBroken
 from trainjob_conformance.cluster.introspect import trainjob_spec_properties
 from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
+from trainjob_conformance.cluster.registry import peer_cluster, peer_unavailable
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.kinds import RESOURCE_FLAVOR
 from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.kube.record import Recorder
+from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.lifecycle.interrupts import (
     ignore_interrupts,
     raise_interrupt_on_termination,
     restore_handlers,
 )
-from trainjob_conformance.plugin import results, timeline
+from trainjob_conformance.plugin import peer, results, timeline
 from trainjob_conformance.plugin.fixtures import training_runtime  # noqa: F401  (a fixture)
 from trainjob_conformance.plugin.options import (
     Settings,
@@ -57,6 +58,7 @@ _CATALOG_KEY = pytest.StashKey[dict[str, Policy]]()
 _CONTEXT_KEY = pytest.StashKey[PolicyContext]()
 _PACKS_KEY = pytest.StashKey[list[Pack]]()
 _RECORDER_KEY = pytest.StashKey[Recorder]()
+_PEER_KEY = pytest.StashKey[peer.PeerStart]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -111,7 +113,33 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    node.workerinput.update(node.config.stash[_SESSION_KEY].worker_input())
+    owner = node.config.stash[_SESSION_KEY]
+    node.workerinput.update(owner.worker_input())
+    if owner.handle is not None:
+        # Where the controller hands over the MultiKueue worker cluster (plugin/peer.py).
+        if _PEER_KEY not in node.config.stash:
+            node.config.stash[_PEER_KEY] = peer.PeerStart.fresh(owner.run_dir / "peer")
+        node.workerinput[peer.PEER_DIR_KEY] = str(node.config.stash[_PEER_KEY].directory)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """An xdist worker says whether a selected test needs the MultiKueue worker cluster,
+    before it tells the controller its collection is done."""
+    worker_input = getattr(session.config, "workerinput", None)
+    if not worker_input or peer.PEER_DIR_KEY not in worker_input:
+        return
+    wanting = [item.nodeid for item in session.items if peer.PEER_FIXTURE in item.fixturenames]  # type: ignore[attr-defined]
+    if wanting:
+        peer.mark_wanted(Path(worker_input[peer.PEER_DIR_KEY]), wanting)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    starter = node.config.stash.get(_PEER_KEY, None)
+    owner = node.config.stash[_SESSION_KEY]
+    if starter is not None and owner.handle is not None:
+        starter.start(owner.handle)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -138,6 +166,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _finish(config: pytest.Config, interrupted: bool) -> None:
+    starter = config.stash.get(_PEER_KEY, None)
+    if starter is not None:
+        del config.stash[_PEER_KEY]
+        starter.stop()
     owner = config.stash.get(_SESSION_KEY, None)
     if owner is None or owner.provider is None:
         return
@@ -165,34 +197,25 @@ def trainjob_cluster(request: pytest.FixtureRequest) -> ClusterHandle:
 def trainjob_worker_cluster(
     trainjob_cluster: ClusterHandle, request: pytest.FixtureRequest
 ) -> ClusterHandle:
-    """A second cluster with the same stack, for MultiKueue worker policies: embedded
-    beside an embedded cluster, kind beside kind (its kubeconfig reaches the API server
-    from the manager cluster's Pods).
+    """A second cluster with the same stack, for MultiKueue worker policies
+    (cluster/registry.py says which).
 
-    Started on first use by the process that needs it and stopped at the end of
-    that process's session.
+    Under pytest-xdist the controller starts it while the suite runs and this
+    waits for it (plugin/peer.py); run serially, it is started on first use and
+    stopped at the end of the session.
     """
-    from trainjob_conformance.stack.profiles import load_profile
-
-    # An `existing` cluster with a run directory is one an embedded `up` (or
-    # `prove`) or a kept kind run started here: a worker beside it is as reachable
-    # as beside our own.
-    providers = ("embedded", "existing", "kind")
-    if trainjob_cluster.provider not in providers or trainjob_cluster.run_dir is None:
-        pytest.skip(
-            "a MultiKueue worker needs a second cluster, which only the embedded and kind "
-            f"providers can start (this run uses {trainjob_cluster.provider!r})"
-        )
-    profile = load_profile(trainjob_cluster.profile)
-    worker: Any
-    if "kind" in (trainjob_cluster.provider, trainjob_cluster.built_by):
-        from trainjob_conformance.cluster.kind.provider import multikueue_worker
-
-        worker = multikueue_worker(profile, trainjob_cluster.run_dir)
-    else:
-        from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
-
-        worker = EmbeddedStackCluster(profile, trainjob_cluster.run_dir / f"worker-{os.getpid()}")
+    why = peer_unavailable(trainjob_cluster)
+    if why is not None:
+        pytest.skip(why)
+    worker_input = getattr(request.config, "workerinput", None) or {}
+    directory = worker_input.get(peer.PEER_DIR_KEY)
+    if directory:
+        # The controller started it beside the suite (plugin/peer.py) and stops it.
+        try:
+            return peer.wait_for_peer(Path(directory))
+        except (peer.PeerNotStarted, WaitTimeout) as error:
+            raise StackBroken.starting("MultiKueue worker cluster", str(error)) from None
+    worker = peer_cluster(trainjob_cluster)
     request.addfinalizer(worker.down)
     try:
         return worker.up()
