@@ -16,7 +16,9 @@ def test_cgroup_version_from_mounts() -> None:
 
 
 def test_cgroup_v1_and_missing_capability_become_patches() -> None:
-    cfg = config.cluster_config("tjc.local/kind-node:x", "run1", True, True, "v3.6.16")
+    cfg = config.cluster_config(
+        "tjc.local/kind-node:x", "tjc.local/kind-node:x", "run1", True, True, "v3.6.16"
+    )
     assert cfg["networking"]["apiServerAddress"] == "127.0.0.1"
     assert cfg["nodes"][0]["labels"] == {config.HARNESS_LABEL: "run1"}
     patches = "\n".join(cfg["kubeadmConfigPatches"])
@@ -26,7 +28,9 @@ def test_cgroup_v1_and_missing_capability_become_patches() -> None:
 
 
 def test_an_ordinary_host_gets_only_the_short_kubelet_sync() -> None:
-    cfg = config.cluster_config("kindest/node:v1.36.3", "run1", False, False, None)
+    cfg = config.cluster_config(
+        "kindest/node:v1.36.3", "kindest/node:v1.36.3", "run1", False, False, None
+    )
     assert cfg["kubeadmConfigPatches"] == ["kind: KubeletConfiguration\nsyncFrequency: 5s\n"]
     assert "containerdConfigPatches" not in cfg
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,18 @@ def test_shim_drops_sys_resource_from_bundle_and_process(tmp_path: Path) -> None
         "CAP_SYS_ADMIN",
     ]
     assert (tmp_path / "args").read_text().split() == ["exec", "--process", str(process), "id1"]
+
+
+def test_the_shim_runs_on_the_interpreter_not_on_a_virtualenv_link(tmp_path, monkeypatch) -> None:
+    """The daemon outlives the run that wrote its runtime; a checkout's .venv may not
+    (CI's clean clone wrote a shim whose interpreter was gone for the next run)."""
+    monkeypatch.setenv("TRAINJOB_CONFORMANCE_CACHE", str(tmp_path))
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(os.path.realpath(sys.executable))
+    monkeypatch.setattr(sys, "executable", str(venv / "python"))
+    shim = docker.write_shim("/usr/sbin/runc")
+    assert shim.read_text().splitlines()[0] == f"#!{os.path.realpath(sys.executable)}"
 
 
 def test_local_names_never_name_a_registry() -> None:

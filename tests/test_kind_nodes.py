@@ -64,11 +64,13 @@ def test_the_workers_labels_give_a_splitting_label_and_a_two_level_topology() ->
 
 
 def test_workers_are_kind_nodes_with_the_run_label_and_their_own_labels() -> None:
-    cfg = config.cluster_config("img", "run1", False, False, None, nodes.worker_labels(3))
+    cfg = config.cluster_config("cp", "w", "run1", False, False, None, nodes.worker_labels(3))
     roles = [n["role"] for n in cfg["nodes"]]
     assert roles == ["control-plane", "worker", "worker", "worker"]
+    # Each role starts from the image that holds what it runs.
+    assert [n["image"] for n in cfg["nodes"]] == ["cp", "w", "w", "w"]
     assert cfg["nodes"][3]["labels"] == {config.HARNESS_LABEL: "run1", ZONE_LABEL: "zone-b"}
-    assert len(config.cluster_config("img", "run1", False, False, None)["nodes"]) == 1
+    assert len(config.cluster_config("cp", "w", "run1", False, False, None)["nodes"]) == 1
 
 
 def test_controllers_install_on_the_control_plane_and_the_workers_are_given_back() -> None:

@@ -23,14 +23,15 @@ def cgroup_v1(mounts: str | None = None) -> bool:
 
 def cluster_config(
     node_image: str,
+    worker_image: str,
     run_id: str,
     on_cgroup_v1: bool,
     restrict_oom_score_adj: bool,
     etcd_tag: str | None,
     workers: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """kind's Cluster object: one control-plane node, and a worker per entry of
-    `workers` (its node labels).
+    """kind's Cluster object: one control-plane node of `node_image`, and a worker of
+    `worker_image` per entry of `workers` (its node labels).
 
     - kubelets >= 1.35 refuse cgroup v1 unless failCgroupV1 is false;
     - where the host withholds CAP_SYS_RESOURCE, runc cannot raise a sandbox's
@@ -63,7 +64,11 @@ def cluster_config(
         "nodes": [
             {"role": "control-plane", "image": node_image, "labels": {HARNESS_LABEL: run_id}},
             *(
-                {"role": "worker", "image": node_image, "labels": {HARNESS_LABEL: run_id, **labels}}
+                {
+                    "role": "worker",
+                    "image": worker_image,
+                    "labels": {HARNESS_LABEL: run_id, **labels},
+                }
                 for labels in workers or []
             ),
         ],

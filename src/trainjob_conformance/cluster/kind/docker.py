@@ -87,7 +87,9 @@ os.execv({real_runc!r}, [{real_runc!r}, *args])
 def write_shim(real_runc: str) -> Path:
     path = cache_root() / "kind" / RUNTIME_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    source = shim_source(real_runc, sys.executable)
+    # The interpreter itself, not a virtualenv's link to it: the daemon outlives the
+    # run, and a checkout's .venv may be gone by the time another run uses it.
+    source = shim_source(real_runc, os.path.realpath(sys.executable))
     if not path.is_file() or path.read_text() != source:
         partial = path.with_name(f".{path.name}.{os.getpid()}")
         partial.write_text(source)

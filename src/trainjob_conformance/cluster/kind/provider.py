@@ -35,7 +35,6 @@ from trainjob_conformance.cluster.health.readiness import (
     wait_for_admission,
 )
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
-from trainjob_conformance.cluster.hold import HOLD_IMAGE
 from trainjob_conformance.cluster.kind import config as kind_config
 from trainjob_conformance.cluster.kind import nodes as kind_nodes
 from trainjob_conformance.cluster.kind import reclaim
@@ -257,19 +256,6 @@ class KindStackCluster:
             seen = self._what_was_seen(kubectl, tuple(args))
             raise ConformanceError(f"kubectl {' '.join(args)} failed: {text}{seen}")
 
-    def _load(self, kind_bin: Path, images: list[str], nodes: list[str]) -> None:
-        where = ["--nodes", ",".join(nodes)] if nodes else []
-        into = f"{', '.join(nodes)} of {self.name}" if nodes else f"every node of {self.name}"
-        with step(f"loading {', '.join(images)} into {into}"):
-            result = subprocess.run(
-                [str(kind_bin), "load", "docker-image", "--name", self.name, *where, *images],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            if result.returncode != 0:
-                raise ConformanceError(
-                    f"kind load of {', '.join(images)} failed: {result.stderr.strip()}"
-                )
-
     def _what_was_seen(self, kubectl: Path, args: tuple[str, ...]) -> str:
         """For a failed wait in a namespace: its Pods and events go to a file, and the
         newest warning (the cluster's own words) into the one-line error."""
@@ -311,20 +297,19 @@ class KindStackCluster:
         kind_bin, kubectl = binaries["kind"], binaries["kubectl"]
         started = time.monotonic()
         local: dict[str, str] | None = None
-        to_load: list[str] = []
         if self.image_source == "local":
             kind_source = module_source("kind", node_versions(self.profile)["kind"])
             built = catalog.ensure_node(versions, binaries, kind_source)
-            node_image = built.node
             local = catalog.ensure_controller_images(versions, binaries)
-            to_load = [*local.values(), HOLD_IMAGE]
-            built.digests[HOLD_IMAGE] = catalog.ensure_hold_image()
-            for image in local.values():
-                built.digests[image] = catalog.store.image_id(image)
+            # The controllers' and the test image are in the nodes' containerd from
+            # the start: no `kind load` after `kind create`.
+            catalog.ensure_role_images(built, list(local.values()), with_workers=self.workers > 0)
+            node_images = (built.control_plane, built.worker)
             self.images = {"source": "local", **built.digests}
         else:
-            node_image = UPSTREAM_NODE_IMAGE.format(**versions)
-            self.images = {"source": "upstream", "node": node_image}
+            upstream = UPSTREAM_NODE_IMAGE.format(**versions)
+            node_images = (upstream, upstream)
+            self.images = {"source": "upstream", "node": upstream}
         self._timed("images", started)
         inotify = kind_nodes.ensure_inotify_instances() if self.workers else None
         if inotify:
@@ -335,7 +320,7 @@ class KindStackCluster:
         config = kind_config.write_config(
             self.run_dir / "kind-config.yaml",
             kind_config.cluster_config(
-                node_image,
+                *node_images,
                 self.run_dir.name,
                 on_cgroup_v1=on_v1,
                 restrict_oom_score_adj=lacks_sys_resource(),
@@ -370,16 +355,6 @@ class KindStackCluster:
         with self._workers_kept_whole(kubectl):
             self._timed("nodes", started)
             started = time.monotonic()
-            # The controllers run on the control plane (cluster/kind/nodes.py): only the
-            # test image goes to every node. One `kind load` per set of nodes: each call
-            # saves, copies and imports one archive.
-            controllers = [image for image in to_load if image != HOLD_IMAGE]
-            for images, nodes in (
-                (controllers, [f"{self.name}-control-plane"] if self.workers else []),
-                ([HOLD_IMAGE] if HOLD_IMAGE in to_load else [], []),
-            ):
-                if images:
-                    self._load(kind_bin, images, nodes)
             names = ", ".join(self.controllers)
             with step(f"building the release manifests of {names}"):
                 steps = self.install_steps(self.profile, kubectl, local)

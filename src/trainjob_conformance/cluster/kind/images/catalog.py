@@ -8,6 +8,7 @@ the manifests are pointed at them.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +58,9 @@ class BuiltImages:
     """What ran: image name -> the image ID (a content digest) in the local daemon."""
 
     node: str = ""
-    loaded: list[str] = field(default_factory=list)
+    # The images the nodes start from (`node` plus what each role runs), by role.
+    control_plane: str = ""
+    worker: str = ""
     digests: dict[str, str] = field(default_factory=dict)
 
 
@@ -160,4 +163,29 @@ def ensure_node(
     tag = f"{k8s}-etcd{versions['etcd']}-{tools}"
     built.node = node.node_image(base, k8s, binaries, preload, tag)
     built.digests[built.node] = store.image_id(built.node)
+    return built
+
+
+def ensure_role_images(
+    built: BuiltImages, controllers: list[str], with_workers: bool = True
+) -> BuiltImages:
+    """The node image with the images each role runs already in its containerd, as
+    `kind load` would put them there after `kind create`: the controllers on the
+    control plane (where they run, cluster/kind/nodes.py), the test image on the
+    workers (where the policies' Pods run; on the control plane too where it is
+    the only node). Each is tagged by the IDs of what it holds, so a rebuilt
+    controller makes a new one."""
+    hold_id = ensure_hold_image()
+    built.digests[HOLD_IMAGE] = hold_id
+    for image in controllers:
+        built.digests[image] = store.image_id(image)
+    base_tag = built.node.rsplit(":", 1)[1]
+    on_control_plane = sorted(controllers) + ([] if with_workers else [HOLD_IMAGE])
+    for role, preload in (("control_plane", on_control_plane), ("worker", [HOLD_IMAGE])):
+        held = ",".join(f"{image}@{built.digests[image]}" for image in preload)
+        digest = hashlib.sha256(held.encode()).hexdigest()[:12]
+        # Docker tags stop at 128 characters: the role's initial and the digest.
+        image = node.preloaded_image(built.node, preload, f"{base_tag}-{role[0]}{digest}")
+        built.digests[image] = store.image_id(image)
+        setattr(built, role, image)
     return built

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.cluster.kind.images import base_recipe
@@ -175,72 +176,102 @@ def node_image(
     """The node image: `base` plus kubeadm/kubelet/kubectl and `preload` imported into containerd."""
     image = f"{LOCAL}/kind-node:{tag}"
 
-    def build() -> None:
-        name = f"{BUILD_CONTAINER_PREFIX}{os.getpid()}"
-        docker(
-            "run", "-d", "--privileged", "--name", name, "--entrypoint=sleep",
-            "--label", f"{BUILD_LABEL}=node-image",
-            "--label", f"{BUILD_OWNER_LABEL}={os.getpid()}-{start_time(os.getpid())}",
-            base, "infinity", what="run the node build container",
-        )  # fmt: skip
-        try:
-            for binary in ("kubeadm", "kubelet", "kubectl"):
-                _exec(name, "sh", "-c", f"cat > /usr/bin/{binary} && chmod 755 /usr/bin/{binary}",
-                      stdin=node_binaries[binary].read_bytes())  # fmt: skip
-            _exec(name, "sh", "-c", "mkdir -p /kind/manifests /etc/cni/net.d")
-            _exec(name, "sh", "-c", "cat > /kind/version", stdin=kubernetes_version.encode())
-            _exec(name, "sh", "-c", "cat > /kind/manifests/default-cni.yaml",
-                  stdin=DEFAULT_CNI_MANIFEST.encode())  # fmt: skip
-            _exec(name, "sh", "-c", "cat > /etc/cni/net.d/10-tjc-ptp.conflist",
-                  stdin=json.dumps(CNI_CONFLIST, indent=2).encode())  # fmt: skip
-            _exec(
-                name,
-                "sh",
-                "-c",
-                "nohup containerd > /var/log/containerd-build.log 2>&1 & echo $! > /run/tjc-containerd.pid",
-            )
+    def prepare(name: str) -> None:
+        for binary in ("kubeadm", "kubelet", "kubectl"):
+            _exec(name, "sh", "-c", f"cat > /usr/bin/{binary} && chmod 755 /usr/bin/{binary}",
+                  stdin=node_binaries[binary].read_bytes())  # fmt: skip
+        _exec(name, "sh", "-c", "mkdir -p /kind/manifests /etc/cni/net.d")
+        _exec(name, "sh", "-c", "cat > /kind/version", stdin=kubernetes_version.encode())
+        _exec(name, "sh", "-c", "cat > /kind/manifests/default-cni.yaml",
+              stdin=DEFAULT_CNI_MANIFEST.encode())  # fmt: skip
+        _exec(name, "sh", "-c", "cat > /etc/cni/net.d/10-tjc-ptp.conflist",
+              stdin=json.dumps(CNI_CONFLIST, indent=2).encode())  # fmt: skip
 
-            def ready() -> bool:
-                return subprocess.run(
-                    ["docker", "exec", name, "ctr", "--namespace=k8s.io", "version"],
-                    capture_output=True, check=False,
-                ).returncode == 0  # fmt: skip
-
-            try:
-                wait_for("containerd in the node build container", ready, timeout=60)
-            except WaitTimeout:
-                log = _exec(name, "sh", "-c", "tail -20 /var/log/containerd-build.log || true")
-                raise ConformanceError(f"containerd did not start in {name}:\n{log}") from None
-            for preloaded in preload:
-                with step(f"importing {preloaded} into the node image"):
-                    saved = subprocess.Popen(["docker", "save", preloaded], stdout=subprocess.PIPE)
-                    imported = subprocess.run(
-                        ["docker", "exec", "-i", name, "ctr", "--namespace=k8s.io", "images",
-                         "import", "--label=io.cri-containerd.pinned=pinned", "--all-platforms",
-                         "--no-unpack", "--digests", "-"],
-                        stdin=saved.stdout, capture_output=True, text=True, check=False,
-                    )  # fmt: skip
-                    saved.wait()
-                    if imported.returncode != 0 or saved.returncode != 0:
-                        raise ConformanceError(f"importing {preloaded} failed: {imported.stderr}")
-            _exec(
-                name,
-                "sh",
-                "-c",
-                "kill $(cat /run/tjc-containerd.pid); rm -f /var/log/containerd-build.log /run/tjc-containerd.pid",
-            )
-            entrypoint = docker("image", "inspect", "--format", "{{json .Config.Entrypoint}}",
-                                base, what="inspect base").strip()  # fmt: skip
-            # The label marks every node container made from this image as the
-            # harness's (cluster/kind/reclaim.py).
-            docker("commit", "--change", f"ENTRYPOINT {entrypoint}", "--change", "CMD []",
-                   "--change", f"LABEL {NODE_IMAGE_LABEL}={tag}",
-                   # A commit keeps the container's labels: the nodes made from the
-                   # image must not look like a build container (reclaim.py).
-                   "--change", f"LABEL {BUILD_LABEL}= {BUILD_OWNER_LABEL}=",
-                   name, image, what="commit the node image")  # fmt: skip
-        finally:
-            subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
-
-    ensure(image, build)
+    ensure(image, lambda: _assemble(base, image, tag, preload, prepare))
     return image
+
+
+def preloaded_image(node: str, preload: list[str], tag: str) -> str:
+    """`node` with `preload` imported into its containerd as well: what `kind load` would
+    put into every node made from it, there from the node's first second.
+
+    Kept in the daemon only (not saved): built again from cached images in
+    seconds, where saving the whole node image again would take longer.
+    """
+    image = f"{LOCAL}/kind-node:{tag}"
+    ensure(image, lambda: _assemble(node, image, tag, preload), save=False)
+    return image
+
+
+def _assemble(
+    source: str,
+    image: str,
+    tag: str,
+    preload: list[str],
+    prepare: Callable[[str], None] | None = None,
+) -> None:
+    """Run `source` as a build container, `prepare` it, import `preload` into its
+    containerd (pinned), and commit it as `image` with `source`'s entrypoint."""
+    name = f"{BUILD_CONTAINER_PREFIX}{os.getpid()}"
+    docker(
+        "run", "-d", "--privileged", "--name", name, "--entrypoint=sleep",
+        "--label", f"{BUILD_LABEL}=node-image",
+        "--label", f"{BUILD_OWNER_LABEL}={os.getpid()}-{start_time(os.getpid())}",
+        source, "infinity", what="run the node build container",
+    )  # fmt: skip
+    try:
+        if prepare is not None:
+            prepare(name)
+        _import_images(name, preload)
+        entrypoint = docker("image", "inspect", "--format", "{{json .Config.Entrypoint}}",
+                            source, what="inspect the source image").strip()  # fmt: skip
+        # The label marks every node container made from this image as the
+        # harness's (cluster/kind/reclaim.py).
+        docker("commit", "--change", f"ENTRYPOINT {entrypoint}", "--change", "CMD []",
+               "--change", f"LABEL {NODE_IMAGE_LABEL}={tag}",
+               # A commit keeps the container's labels: the nodes made from the
+               # image must not look like a build container (reclaim.py).
+               "--change", f"LABEL {BUILD_LABEL}= {BUILD_OWNER_LABEL}=",
+               name, image, what="commit the node image")  # fmt: skip
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+
+
+def _import_images(name: str, preload: list[str]) -> None:
+    """Each image into the build container's containerd, which runs only meanwhile."""
+    _exec(
+        name,
+        "sh",
+        "-c",
+        "nohup containerd > /var/log/containerd-build.log 2>&1 & echo $! > /run/tjc-containerd.pid",
+    )
+
+    def ready() -> bool:
+        return subprocess.run(
+            ["docker", "exec", name, "ctr", "--namespace=k8s.io", "version"],
+            capture_output=True, check=False,
+        ).returncode == 0  # fmt: skip
+
+    try:
+        wait_for("containerd in the node build container", ready, timeout=60)
+    except WaitTimeout:
+        log = _exec(name, "sh", "-c", "tail -20 /var/log/containerd-build.log || true")
+        raise ConformanceError(f"containerd did not start in {name}:\n{log}") from None
+    for preloaded in preload:
+        with step(f"importing {preloaded} into the node image"):
+            saved = subprocess.Popen(["docker", "save", preloaded], stdout=subprocess.PIPE)
+            imported = subprocess.run(
+                ["docker", "exec", "-i", name, "ctr", "--namespace=k8s.io", "images",
+                 "import", "--label=io.cri-containerd.pinned=pinned", "--all-platforms",
+                 "--no-unpack", "--digests", "-"],
+                stdin=saved.stdout, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            saved.wait()
+            if imported.returncode != 0 or saved.returncode != 0:
+                raise ConformanceError(f"importing {preloaded} failed: {imported.stderr}")
+    _exec(
+        name,
+        "sh",
+        "-c",
+        "kill $(cat /run/tjc-containerd.pid); rm -f /var/log/containerd-build.log /run/tjc-containerd.pid",
+    )

@@ -46,15 +46,17 @@ def image_id(image: str) -> str:
     return docker("image", "inspect", "--format", "{{.Id}}", image, what="image inspect").strip()
 
 
-def ensure(image: str, build: Callable[[], None], key: str | None = None) -> str:
+def ensure(image: str, build: Callable[[], None], key: str | None = None, save: bool = True) -> str:
     """The image in the daemon: already there, loaded from the cache, or built and saved.
 
     `key` names the cache tarball when the tag alone does not pin the source.
+    Without `save`, the image lives in the daemon only: for what is quicker to
+    build again from cached parts than to save and load.
     """
     cached = tarball(key or image)
-    if present(image) and (key is None or cached.is_file()):
+    if present(image) and (key is None or cached.is_file() or not save):
         return image_id(image)
-    if cached.is_file():
+    if save and cached.is_file():
         with step(f"loading {image} from {cached}"):
             docker("load", "-i", str(cached), what=f"load {cached}")
         if present(image):
@@ -63,6 +65,8 @@ def ensure(image: str, build: Callable[[], None], key: str | None = None) -> str
         build()
     if not present(image):
         raise ConformanceError(f"building {image} left no image of that name")
+    if not save:
+        return image_id(image)
     cached.parent.mkdir(parents=True, exist_ok=True)
     partial = cached.with_name(f".{cached.name}.{os.getpid()}")
     try:
