@@ -155,6 +155,19 @@ def _as_they_end(
             yield entry
 
 
+def _phase_label(phase: list[list[str]]) -> str:
+    """A phase of the install plan in a few words, for the timings."""
+    words = []
+    for args in phase:
+        if args[0] == "apply":
+            words.append(f"apply {Path(args[-1]).stem}")
+        elif args[0] == "wait":
+            words.append("CRDs established")
+        else:
+            words.append(f"{args[2]} {args[-2].split('/')[-1]}")
+    return ", ".join(words)
+
+
 def cluster_name(run_dir: Path) -> str:
     """kind takes lower-case letters, digits and dashes; the run id keeps clusters apart."""
     run_id = re.sub(r"[^a-z0-9]+", "-", run_dir.name.lower()).strip("-")[-12:].strip("-")
@@ -359,8 +372,10 @@ class KindStackCluster:
             with step(f"building the release manifests of {names}"):
                 steps = self.install_steps(self.profile, kubectl, local)
             with step(f"installing {names} from their release manifests"):
-                for phase in install_plan(steps):
+                for number, phase in enumerate(install_plan(steps), 1):
+                    began = time.monotonic()
                     self._kubectl_at_once(kubectl, phase)
+                    self._timed(f"install {number}: {_phase_label(phase)}", began)
         self._timed("install", started)
 
     @contextlib.contextmanager
@@ -371,9 +386,12 @@ class KindStackCluster:
             yield
             return
         kube = Kube(api_client_for(self.kubeconfig))
-        with step(f"wiring pod networking across {self.workers + 1} nodes"):
-            nodes = kind_nodes.read_nodes(kube, self.workers + 1, self.name)
-            kind_nodes.wire_pod_network(nodes)
+        nodes = kind_nodes.read_nodes(kube, self.workers + 1, self.name)
+        # kind's own node image runs kindnetd, which routes pod subnets itself; the
+        # local image has no kindnetd (no reachable source builds it), so the harness does.
+        if self.image_source == "local":
+            with step(f"wiring pod networking across {self.workers + 1} nodes"):
+                kind_nodes.wire_pod_network(nodes)
         with kind_nodes.ControllersOnControlPlane(
             lambda *args: self._kubectl(kubectl, *args), nodes
         ):
