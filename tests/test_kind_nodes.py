@@ -40,6 +40,15 @@ def test_routes_reach_every_other_nodes_subnet_through_its_address() -> None:
     ]
 
 
+def test_one_script_writes_a_nodes_conflist_then_its_routes() -> None:
+    script = nodes.wiring_script(W1, [CP, W1, W2])
+    assert script == (
+        f"cat > {nodes.CONFLIST_PATH}.new && mv {nodes.CONFLIST_PATH}.new {nodes.CONFLIST_PATH}"
+        " && ip route replace 10.244.0.0/24 via 172.18.0.2"
+        " && ip route replace 10.244.2.0/24 via 172.18.0.4"
+    )
+
+
 def test_pods_on_the_images_fixed_subnet_or_on_a_worker_are_restarted() -> None:
     pods = [
         pod("coredns-a", CP.name, "10.244.0.3"),  # right subnet, control plane: stays
@@ -77,14 +86,12 @@ def test_controllers_install_on_the_control_plane_and_the_workers_are_given_back
     calls: list[tuple[str, ...]] = []
     with nodes.ControllersOnControlPlane(lambda *a: calls.append(a), [CP, W1, W2]):
         assert calls == [
-            ("cordon", W1.name),
-            ("cordon", W2.name),
+            ("cordon", W1.name, W2.name),
             ("taint", "nodes", CP.name, f"{nodes.CONTROL_PLANE_TAINT}-"),
         ]
-    assert calls[3:] == [
+    assert calls[2:] == [
         ("taint", "nodes", CP.name, nodes.CONTROL_PLANE_TAINT, "--overwrite"),
-        ("uncordon", W1.name),
-        ("uncordon", W2.name),
+        ("uncordon", W1.name, W2.name),
     ]
 
 

@@ -1,4 +1,4 @@
-"""`build`: build (or reuse) the binaries of a profile."""
+"""`build`: build (or reuse) the binaries of a profile, and with --kind the kind node's."""
 
 from __future__ import annotations
 
@@ -14,6 +14,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     build = sub.add_parser("build", help="build (or reuse) the binaries of a profile")
     add_profile(build)
     add_with(build, "the build")
+    build.add_argument(
+        "--kind",
+        action="store_true",
+        help="also the binaries the kind node image is built from (kind, containerd, runc, "
+        "crictl, CNI plugins, kubelet, kubeadm, kube-proxy, CoreDNS); as root, installs "
+        "the Debian packages that build needs",
+    )
     build.set_defaults(func=run_build)
 
 
@@ -23,7 +30,14 @@ def run_build(args: argparse.Namespace) -> int:
     args.profile = profile_arg(args)
     check_build_cache()
     started = time.monotonic()
-    binaries = build_profile(load_profile(args.profile))
+    profile = load_profile(args.profile)
+    binaries = build_profile(profile)
+    if args.kind:
+        from trainjob_conformance.cluster.kind.binaries import build_node_binaries
+        from trainjob_conformance.cluster.kind.host_packages import ensure_build_packages
+
+        ensure_build_packages()
+        binaries.update(build_node_binaries(profile))
     for name, path in sorted(binaries.items()):
         print(f"{name:28} {path}")
     print(

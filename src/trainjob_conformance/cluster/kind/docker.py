@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from trainjob_conformance.cluster.kind.host_packages import apt_install
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 from trainjob_conformance.lifecycle.identity import ProcessIdentity
@@ -189,15 +190,7 @@ class DockerDaemon:
         if shutil.which("apt-get") is None:
             raise ConformanceError(f"no dockerd on PATH and no apt-get: {_DOCKER_INSTALL_HINT}")
         with step("installing docker.io from Debian's repositories"):
-            env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-            for args in (
-                ["apt-get", "update", "-q"],
-                ["apt-get", "install", "-y", "-q", "docker.io"],
-            ):
-                result = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
-                if result.returncode != 0:
-                    tail = "\n".join(result.stderr.splitlines()[-5:])
-                    raise ConformanceError(f"{' '.join(args)} failed: {tail}")
+            apt_install(["docker.io"])
 
     def _start(self) -> None:
         args = ["dockerd"]

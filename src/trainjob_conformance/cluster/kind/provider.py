@@ -36,8 +36,8 @@ from trainjob_conformance.cluster.health.readiness import (
 )
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.cluster.kind import config as kind_config
+from trainjob_conformance.cluster.kind import host_packages, reclaim
 from trainjob_conformance.cluster.kind import nodes as kind_nodes
-from trainjob_conformance.cluster.kind import reclaim
 from trainjob_conformance.cluster.kind.binaries import build_node_binaries, node_versions
 from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
 from trainjob_conformance.cluster.kind.images import catalog
@@ -304,6 +304,8 @@ class KindStackCluster:
         reclaim.reclaim_abandoned(self.run_dir.parent)
         reclaim.reclaim_builds()
         versions = dict(self.profile.versions)
+        if self.image_source == "local":
+            host_packages.ensure_build_packages()
         binaries = build_node_binaries(self.profile)
         for key in self.controllers:
             binaries.update(build_component(key, versions[key]))
