@@ -107,3 +107,28 @@ def test_a_kind_record_is_deleted_only_while_running(tmp_path, monkeypatch):
         reclaim.delete_if_running(run_dir)
     reclaim.delete_if_running(tmp_path / "no-record")
     assert deleted == ["tjc-running"]  # a kept cluster stays
+
+
+def test_two_joins_of_one_process_are_two_users(tmp_path, sleeper):
+    """A run and its MultiKueue worker in one process: the first to leave keeps the
+    daemon for the other."""
+    shared, daemon = shared_with_daemon(tmp_path, sleeper)
+    run, worker = shared.join(), shared.join()
+    assert run != worker
+    assert shared.leave(worker)[1] == [run] and daemon.is_alive()
+    assert shared.leave(run)[1] == [] and not daemon.is_alive()
+
+
+def test_a_cluster_docker_cannot_list_stays_recorded_running(tmp_path, monkeypatch):
+    from trainjob_conformance.cluster.kind import reclaim
+
+    ran = []
+    monkeypatch.setattr(
+        reclaim, "listed_nodes", lambda name, harness_only=True: "Cannot connect to the daemon"
+    )
+    monkeypatch.setattr(reclaim.subprocess, "run", lambda *a, **k: ran.append(a))
+    record = reclaim.ClusterRecord("tjc-x", str(tmp_path / "kubeconfig"), "kind", 1, 1.0)
+    record.write(tmp_path)
+    reclaim.delete(record, tmp_path)
+    assert ran == []  # no `kind delete`, no network removal
+    assert reclaim.ClusterRecord.read(tmp_path / reclaim.RECORD_FILE).state == "running"

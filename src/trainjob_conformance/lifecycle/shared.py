@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import signal
@@ -28,6 +29,9 @@ from trainjob_conformance.lifecycle.identity import ProcessIdentity, start_time
 _STOP_GRACE_SECONDS = 10.0
 # Users that are not a run's process but something it left running.
 KEPT = "kept-"
+# A user file is "<pid>-<start time>+<join number>".
+_JOIN_SEPARATOR = "+"
+_JOINS = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,10 @@ class SharedProcess:
     def join(self) -> str:
         """Count this process's run as a user (under `locked`); its name, for `leave`."""
         self.users.mkdir(parents=True, exist_ok=True)
-        name = user_name(os.getpid())
+        # One file per join, not per process: a process may hold the daemon for two
+        # clusters (a run and its MultiKueue worker), and the first to leave must not
+        # take the other's place with it (it once stopped dockerd under the run's cluster).
+        name = f"{user_name(os.getpid())}{_JOIN_SEPARATOR}{next(_JOINS)}"
         (self.users / name).touch()
         return name
 
@@ -98,7 +105,7 @@ class SharedProcess:
                 else:
                     path.unlink(missing_ok=True)
                 continue
-            pid, _, start = path.name.partition("-")
+            pid, _, start = path.name.split(_JOIN_SEPARATOR)[0].partition("-")
             with contextlib.suppress(ValueError):
                 if ProcessIdentity(int(pid), float(start), "").is_alive():
                     alive.append(path.name)

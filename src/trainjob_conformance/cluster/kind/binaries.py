@@ -26,3 +26,10 @@ def build_node_binaries(profile: Profile) -> dict[str, Path]:
     binaries.update(build_component("kubernetes", profile.version("kubernetes")))
     binaries.update(build_component("etcd", profile.version("etcd")))
     return binaries
+
+
+def build_kind_and_kubectl(profile: Profile) -> dict[str, Path]:
+    """What a kind cluster of released node images needs from here: kind and kubectl."""
+    binaries = build_component("kind", node_versions(profile)["kind"])
+    binaries.update(build_component("kubernetes", profile.version("kubernetes")))
+    return binaries

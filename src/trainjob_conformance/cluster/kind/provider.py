@@ -38,7 +38,11 @@ from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWa
 from trainjob_conformance.cluster.kind import config as kind_config
 from trainjob_conformance.cluster.kind import host_packages, reclaim
 from trainjob_conformance.cluster.kind import nodes as kind_nodes
-from trainjob_conformance.cluster.kind.binaries import build_node_binaries, node_versions
+from trainjob_conformance.cluster.kind.binaries import (
+    build_kind_and_kubectl,
+    build_node_binaries,
+    node_versions,
+)
 from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
 from trainjob_conformance.cluster.kind.images import catalog
 from trainjob_conformance.cluster.kind.manifests import InstallStep, kind_install_steps
@@ -306,7 +310,10 @@ class KindStackCluster:
         versions = dict(self.profile.versions)
         if self.image_source == "local":
             host_packages.ensure_build_packages()
-        binaries = build_node_binaries(self.profile)
+            binaries = build_node_binaries(self.profile)
+        else:
+            # The release images hold the node's runtime and Kubernetes.
+            binaries = build_kind_and_kubectl(self.profile)
         for key in self.controllers:
             binaries.update(build_component(key, versions[key]))
         kind_bin, kubectl = binaries["kind"], binaries["kubectl"]

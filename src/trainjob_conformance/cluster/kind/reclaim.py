@@ -68,13 +68,24 @@ def new_record(name: str, kubeconfig: Path, kind_bin: Path, created_network: boo
     )
 
 
-def node_containers(name: str, harness_only: bool = True) -> list[str]:
-    """IDs of the cluster's node containers (with the harness's image label, by default)."""
+def listed_nodes(name: str, harness_only: bool = True) -> list[str] | str:
+    """IDs of the cluster's node containers (with the harness's image label, by default),
+    or Docker's own message when it could not list them."""
     args = ["docker", "ps", "-aq", "--filter", f"label={CLUSTER_LABEL}={name}"]
     if harness_only:
         args += ["--filter", f"label={NODE_IMAGE_LABEL}"]
     result = subprocess.run(args, capture_output=True, text=True, check=False)
-    return result.stdout.split() if result.returncode == 0 else []
+    if result.returncode != 0:
+        return (
+            result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "docker ps failed"
+        )
+    return result.stdout.split()
+
+
+def node_containers(name: str, harness_only: bool = True) -> list[str]:
+    """listed_nodes, with a failed listing read as none (for reports of what is left)."""
+    listed = listed_nodes(name, harness_only)
+    return listed if isinstance(listed, list) else []
 
 
 def network_exists() -> bool:
@@ -97,8 +108,18 @@ def _network_in_use() -> bool:
 
 
 def delete(record: ClusterRecord, run_dir: Path) -> None:
-    """Delete the recorded cluster (kubeconfig named: kind never edits ~/.kube/config)."""
-    if node_containers(record.name, harness_only=False):
+    """Delete the recorded cluster (kubeconfig named: kind never edits ~/.kube/config).
+
+    A cluster whose nodes Docker cannot list stays `running` in its record: a
+    listing that failed is not an empty one (a stopped daemon once made a cluster
+    look deleted while its nodes were still in the daemon's store).
+    """
+    listed = listed_nodes(record.name, harness_only=False)
+    if isinstance(listed, str):
+        say(f"kind cluster {record.name} is not deleted: Docker could not list its nodes "
+            f"({listed}); the next run deletes it")  # fmt: skip
+        return
+    if listed:
         # In a session of its own: a second Ctrl-C in the terminal must not cut the
         # deletion short (it once left three node containers running).
         subprocess.run(
@@ -106,10 +127,11 @@ def delete(record: ClusterRecord, run_dir: Path) -> None:
              "--kubeconfig", record.kubeconfig],
             capture_output=True, check=False, start_new_session=True,
         )  # fmt: skip
-    left = node_containers(record.name, harness_only=False)
-    if left:
+    left = listed_nodes(record.name, harness_only=False)
+    if isinstance(left, str) or left:
         # Still `running` in the record: the next run reclaims it once this one is gone.
-        say(f"kind cluster {record.name} is not deleted yet: {', '.join(left)} remain")
+        remain = left if isinstance(left, str) else f"{', '.join(left)} remain"
+        say(f"kind cluster {record.name} is not deleted yet: {remain}")
         return
     if record.created_network and network_exists() and not _network_in_use():
         subprocess.run(["docker", "network", "rm", KIND_NETWORK], capture_output=True, check=False)
