@@ -2,7 +2,6 @@
 (docs/kind.md), and its pure parts are tested in test_kind_images.py and test_kind_config.py.
 """
 
-import stat
 from pathlib import Path
 
 import pytest
@@ -10,64 +9,10 @@ import yaml
 
 from trainjob_conformance.cluster.kind import manifests
 from trainjob_conformance.cluster.kind import provider as kind
-from trainjob_conformance.cluster.kind.manifests import InstallStep
+from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies, stack_applies
 from trainjob_conformance.cluster.kueue import KUEUE_MANAGED_NAMESPACES
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import load_profile
-
-STAND_IN_KIND = r"""#!/usr/bin/env bash
-echo "kind $*" >> "$RECORD"
-state="$(dirname "$RECORD")/clusters"
-touch "$state"
-case "$1 $2" in
-  "get clusters") cat "$state" ;;
-  "create cluster")
-    for arg in "$@"; do
-      case "$arg" in
-        --name=*) echo "${arg#--name=}" >> "$state" ;;
-        --kubeconfig=*) kc="${arg#--kubeconfig=}" ;;
-      esac
-    done
-    cat > "$kc" <<'KC'
-apiVersion: v1
-kind: Config
-clusters: [{name: k, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: k, user: {token: t}}]
-contexts: [{name: k, context: {cluster: k, user: k}}]
-current-context: k
-KC
-    ;;
-  "delete cluster") : > "$state" ;;
-esac
-"""
-
-STAND_IN_KUBECTL = """#!/usr/bin/env bash
-echo "kubectl KUBECONFIG=$KUBECONFIG $*" >> "$RECORD"
-"""
-
-
-def stand_in_cluster(tmp_path, kind_bin, kubectl_bin):
-    return kind.KindStackCluster(
-        load_profile("latest"),
-        tmp_path / "run",
-        kind_bin=kind_bin,
-        kubectl_bin=kubectl_bin,
-        install_steps=fake_steps,
-    )
-
-
-@pytest.fixture
-def stand_ins(tmp_path, monkeypatch):
-    record = tmp_path / "record.log"
-    monkeypatch.setenv("RECORD", str(record))
-    monkeypatch.chdir(tmp_path)  # pytest-kind-ng keeps state in ./.pytest-kind
-    paths = {}
-    for name, body in (("kind", STAND_IN_KIND), ("kubectl", STAND_IN_KUBECTL)):
-        path = tmp_path / name
-        path.write_text(body)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
-        paths[name] = str(path)
-    return paths, record
 
 
 def fake_steps(profile, kubectl):
@@ -79,32 +24,76 @@ def fake_steps(profile, kubectl):
     ]
 
 
-def test_install_plan_applies_in_order_and_waits_for_the_controllers_together():
+def _regrouped(controllers):
+    stem = "+".join(s.name for s in controllers)
+    return StackApplies(*(Path(f"/m/{stem}.{p}.yaml") for p in ("crds", "rest", "hooks")))
+
+
+def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_pods():
     operator = InstallStep("training-operator", "training-operator", Path("/m/to.yaml"))
     steps = [*fake_steps(load_profile("latest"), None), operator]
-    plan = [[" ".join(args) for args in phase] for phase in kind.install_plan(steps)]
-    established = "wait --for=condition=Established crd --all --timeout=60s"
+    plan = [[" ".join(args) for args in phase] for phase in kind.install_plan(steps, _regrouped)]
+    stem = "/m/jobset+trainer-manager+kueue+training-operator"
+
+    def on(namespace: str, deployment: str, action: str) -> str:
+        return f"-n {namespace} {action} deployment/{deployment} --timeout=300s"
+
+    created = "wait --for=jsonpath={.status.replicas}=1"
     assert plan == [
-        ["apply --server-side -f /m/latest/jobset.yaml"],
-        [established],
-        ["apply --server-side -f /m/latest/trainer-manager.yaml"],
-        [established],
-        ["apply --server-side -f /m/to.yaml"],
-        [established],
-        ["apply --server-side -f /m/latest/kueue.yaml"],
+        [f"apply --server-side -f {stem}.crds.yaml"],
+        ["wait --for=condition=Established crd --all --timeout=60s"],
+        [f"apply --server-side -f {stem}.rest.yaml"],
         [
-            "-n jobset-system rollout status deployment/jobset-controller-manager --timeout=300s",
-            "-n kubeflow-system rollout status deployment/kubeflow-trainer-controller-manager "
-            "--timeout=300s",
-            "-n kubeflow rollout status deployment/training-operator --timeout=300s",
-            "-n kueue-system rollout status deployment/kueue-controller-manager --timeout=300s",
+            on("jobset-system", "jobset-controller-manager", created),
+            on("kubeflow-system", "kubeflow-trainer-controller-manager", created),
+            on("kubeflow", "training-operator", created),
+        ],
+        [f"apply --server-side -f {stem}.hooks.yaml"],
+        [
+            on("jobset-system", "jobset-controller-manager", "rollout status"),
+            on("kubeflow-system", "kubeflow-trainer-controller-manager", "rollout status"),
+            on("kueue-system", "kueue-controller-manager", "rollout status"),
+            on("kubeflow", "training-operator", "rollout status"),
         ],
         ["apply --server-side -f /m/latest/trainer-runtimes.yaml"],
     ]
-    assert [[" ".join(a) for a in phase] for phase in kind.install_plan([operator])] == [
-        ["apply --server-side -f /m/to.yaml"],
-        ["-n kubeflow rollout status deployment/training-operator --timeout=300s"],
+    alone = kind.install_plan([operator], _regrouped)
+    assert [[" ".join(a) for a in phase] for phase in alone] == [
+        ["apply --server-side -f /m/training-operator.crds.yaml"],
+        ["wait --for=condition=Established crd --all --timeout=60s"],
+        ["apply --server-side -f /m/training-operator.rest.yaml"],
+        [on("kubeflow", "training-operator", "rollout status")],
     ]
+
+
+def test_the_stack_is_regrouped_crds_first_and_kueues_webhooks_apart(tmp_path):
+    def step(name: str, component: str, *documents: dict) -> InstallStep:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump_all(list(documents)))
+        return InstallStep(name, component, path)
+
+    def doc(kind_: str, name: str) -> dict:
+        return {"kind": kind_, "metadata": {"name": name}}
+
+    jobset = step(
+        "jobset", "jobset", doc("CustomResourceDefinition", "jobsets"), doc("Namespace", "js"),
+        doc("Deployment", "js-manager"), doc("MutatingWebhookConfiguration", "js-hooks"),
+    )  # fmt: skip
+    kueue = step(
+        "kueue", "kueue", doc("Namespace", "kq"), doc("CustomResourceDefinition", "workloads"),
+        doc("Deployment", "kq-manager"), doc("ValidatingWebhookConfiguration", "kq-hooks"),
+    )  # fmt: skip
+    applies = stack_applies([jobset, kueue])
+
+    def names(path: Path) -> list[str]:
+        return [d["metadata"]["name"] for d in yaml.safe_load_all(path.read_text()) if d]
+
+    assert names(applies.foundations) == ["js", "kq", "jobsets", "workloads"]
+    assert names(applies.controllers) == ["js-manager", "js-hooks", "kq-manager"]
+    assert names(applies.late_webhooks) == ["kq-hooks"]
+    # Reused once written.
+    jobset.path.unlink()
+    assert stack_applies([jobset, kueue]) == applies
 
 
 def test_kueue_is_scoped_away_from_trainer_only_namespaces_as_its_helm_chart_does():

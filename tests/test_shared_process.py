@@ -132,3 +132,12 @@ def test_a_cluster_docker_cannot_list_stays_recorded_running(tmp_path, monkeypat
     reclaim.delete(record, tmp_path)
     assert ran == []  # no `kind delete`, no network removal
     assert reclaim.ClusterRecord.read(tmp_path / reclaim.RECORD_FILE).state == "running"
+
+
+def test_a_join_is_known_as_its_processes(tmp_path):
+    import os
+
+    from trainjob_conformance.lifecycle.shared import joined_by
+
+    name = SharedProcess(tmp_path / "dockerd").join()
+    assert joined_by(name, os.getpid()) and not joined_by(name, 1)

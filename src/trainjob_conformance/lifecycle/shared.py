@@ -136,6 +136,11 @@ def user_name(pid: int) -> str:
     return f"{pid}-{start_time(pid) or 0}"
 
 
+def joined_by(user: str, pid: int) -> bool:
+    """Whether the user file `user` is one of process `pid`'s joins."""
+    return user.split(_JOIN_SEPARATOR)[0] == user_name(pid)
+
+
 def stop(process: ProcessIdentity, grace: float = _STOP_GRACE_SECONDS) -> None:
     """SIGTERM, then SIGKILL after `grace`; only while it is still the recorded process."""
     process.signal(signal.SIGTERM)

@@ -27,7 +27,7 @@ from trainjob_conformance.lifecycle.processes import (
     register_cleanup,
     unregister_cleanup,
 )
-from trainjob_conformance.lifecycle.shared import SharedProcess
+from trainjob_conformance.lifecycle.shared import SharedProcess, joined_by
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import say, step
 
@@ -237,6 +237,8 @@ class DockerDaemon:
         if self.started is not None and not others:
             # Ours to reap once it has exited, or it stays a zombie until this run ends.
             self.started.exit_code()
+        # This process's other cluster (a run's MultiKueue worker) is no news to its user.
+        others = [o for o in others if not joined_by(o, os.getpid())]
         if process is not None and others:
             say(
                 f"dockerd (pid {process.pid}) left running: used by {len(others)} other "

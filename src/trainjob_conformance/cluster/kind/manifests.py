@@ -67,7 +67,58 @@ class InstallStep:
     path: Path
 
     def documents(self) -> list[dict[str, Any]]:
-        return [doc for doc in yaml.safe_load_all(self.path.read_text()) if doc]
+        return [doc for doc in yaml.load_all(self.path.read_text(), Loader=_LOADER) if doc]
+
+
+# libyaml where PyYAML has it: the stack's manifests are several MB of CRDs.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_FOUNDATION_KINDS = ("Namespace", "CustomResourceDefinition")
+_WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+@dataclass(frozen=True)
+class StackApplies:
+    """The controllers' manifests regrouped into three applies."""
+
+    foundations: Path  # every controller's namespaces and CRDs
+    controllers: Path  # everything else, but Kueue's webhook configurations
+    late_webhooks: Path  # Kueue's webhook configurations
+
+
+def stack_applies(controllers: list[InstallStep]) -> StackApplies:
+    """Regroup the controllers' manifests (written beside them, reused after).
+
+    Applied one controller at a time, each manifest waited for the CRDs of the
+    ones before it; with every CRD first, one wait serves them all and every
+    controller starts at once. Kueue's webhook configurations go apart: its
+    job-integration webhooks judge Deployments and Pods in every namespace but
+    its own and kube-system, so the other controllers' Pods must exist before
+    they are in place, or the ReplicaSets' creations are refused until Kueue
+    answers.
+    """
+    workdir = controllers[0].path.parent
+    stem = "+".join(install.name for install in controllers)
+    applies = StackApplies(
+        *(workdir / f"{stem}.{part}.yaml" for part in ("foundations", "controllers", "webhooks"))
+    )
+    paths = (applies.foundations, applies.controllers, applies.late_webhooks)
+    if all(path.is_file() for path in paths):
+        return applies
+    foundations, rest, late = [], [], []
+    for install in controllers:
+        for document in install.documents():
+            if document["kind"] in _FOUNDATION_KINDS:
+                foundations.append(document)
+            elif install.component == "kueue" and document["kind"] in _WEBHOOK_KINDS:
+                late.append(document)
+            else:
+                rest.append(document)
+    # Namespaces before the CRDs (a sort is stable).
+    foundations.sort(key=lambda document: document["kind"] != "Namespace")
+    for path, documents in zip(paths, (foundations, rest, late), strict=True):
+        _write(path, documents)
+    return applies
 
 
 def _kustomize(kubectl: Path, directory: Path) -> str:
@@ -150,7 +201,7 @@ def _trainer_manager_overlay(source: Path, workdir: Path) -> Path:
 def _write(path: Path, documents: list[dict[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    partial.write_text(yaml.dump_all(documents, Dumper=_DUMPER, sort_keys=False))
     partial.replace(path)
     return path
 

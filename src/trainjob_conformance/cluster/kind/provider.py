@@ -45,7 +45,12 @@ from trainjob_conformance.cluster.kind.binaries import (
 )
 from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
 from trainjob_conformance.cluster.kind.images import catalog
-from trainjob_conformance.cluster.kind.manifests import InstallStep, kind_install_steps
+from trainjob_conformance.cluster.kind.manifests import (
+    InstallStep,
+    StackApplies,
+    kind_install_steps,
+    stack_applies,
+)
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
@@ -93,48 +98,52 @@ _ROLLOUT_AFTER = {
 }
 
 
-# Between controllers' manifests: the next one's manager needs the CRDs before it (the
-# Trainer JobSet's, Kueue's TrainJob integration the Trainer's) at its start.
+# After the CRDs' apply: every controller's manager needs some of them at its start (the
+# Trainer JobSet's, Kueue's TrainJob integration the Trainer's).
 _ESTABLISHED = ["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]
 
 
-def install_plan(steps: list[InstallStep]) -> list[list[list[str]]]:
+def install_plan(
+    steps: list[InstallStep],
+    regroup: Callable[[list[InstallStep]], StackApplies] = stack_applies,
+) -> list[list[list[str]]]:
     """Phases of kubectl argument lists that install the stack, in dependency order;
     the commands of one phase run at once.
 
-    Each controller's manifest is applied once the CRDs applied before it are
-    established, Kueue's last; then the controllers roll out together, since each mostly waits
-    for its webhook certificate to reach its Pod through a Secret volume; what
-    their webhooks judge (the Trainer's runtimes) goes last.
+    Every controller's namespaces and CRDs first, one wait for the CRDs, then the
+    controllers all at once; Kueue's webhook configurations once the other
+    controllers' Pods exist (cluster/kind/manifests.py stack_applies says why);
+    then the rollouts together, since each mostly waits for its webhook
+    certificate to reach its Pod through a Secret volume; what their webhooks
+    judge (the Trainer's runtimes) goes last.
     """
 
-    def rollout(component: str) -> list[str]:
+    def on_deployment(component: str, *args: str) -> list[str]:
         namespace, deployment, _ = CONTROLLERS[component]
-        return [
-            "-n",
-            namespace,
-            "rollout",
-            "status",
-            f"deployment/{deployment}",
-            f"--timeout={_ROLLOUT_TIMEOUT}",
-        ]
+        return ["-n", namespace, *args, f"deployment/{deployment}", f"--timeout={_ROLLOUT_TIMEOUT}"]
 
-    def apply(install: InstallStep) -> list[str]:
-        return ["apply", "--server-side", "-f", str(install.path)]
+    def apply(path: Path) -> list[str]:
+        return ["apply", "--server-side", "-f", str(path)]
 
-    # Kueue last: its webhooks judge Deployments too (`mdeployment.kb.io`), so a
-    # manifest applied after Kueue's and before its webhook answers is refused.
-    controllers = sorted(
-        (s for s in steps if s.name in _ROLLOUT_AFTER), key=lambda s: s.component == "kueue"
-    )
+    controllers = [s for s in steps if s.name in _ROLLOUT_AFTER]
     phases: list[list[list[str]]] = []
-    for install in controllers:
-        if phases:
-            phases.append([_ESTABLISHED])
-        phases.append([apply(install)])
     if controllers:
-        phases.append([rollout(_ROLLOUT_AFTER[s.name]) for s in controllers])
-    phases.extend([apply(s)] for s in steps if s.name not in _ROLLOUT_AFTER)
+        components = [_ROLLOUT_AFTER[s.name] for s in controllers]
+        applies = regroup(controllers)
+        phases += [[apply(applies.foundations)], [_ESTABLISHED], [apply(applies.controllers)]]
+        if "kueue" in components:
+            others = [c for c in components if c != "kueue"]
+            if others:
+                # Each Deployment has one replica: status.replicas is 1 once its Pod exists.
+                phases.append(
+                    [
+                        on_deployment(c, "wait", "--for=jsonpath={.status.replicas}=1")
+                        for c in others
+                    ]
+                )
+            phases.append([apply(applies.late_webhooks)])
+        phases.append([on_deployment(c, "rollout", "status") for c in components])
+    phases.extend([apply(s.path)] for s in steps if s.name not in _ROLLOUT_AFTER)
     return phases
 
 
@@ -164,11 +173,12 @@ def _phase_label(phase: list[list[str]]) -> str:
     words = []
     for args in phase:
         if args[0] == "apply":
-            words.append(f"apply {Path(args[-1]).stem}")
+            words.append(f"apply {Path(args[-1]).name.split('.')[-2]}")
         elif args[0] == "wait":
             words.append("CRDs established")
         else:
-            words.append(f"{args[2]} {args[-2].split('/')[-1]}")
+            action = "Pod created" if args[2] == "wait" else args[2]
+            words.append(f"{action} {args[-2].split('/')[-1]}")
     return ", ".join(words)
 
 
