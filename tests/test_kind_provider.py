@@ -26,7 +26,8 @@ def fake_steps(profile, kubectl):
 
 def _regrouped(controllers):
     stem = "+".join(s.name for s in controllers)
-    return StackApplies(*(Path(f"/m/{stem}.{p}.yaml") for p in ("crds", "rest", "hooks")))
+    crds = tuple(Path(f"/m/{stem}.crds-{s.name}.yaml") for s in controllers)
+    return StackApplies(crds, Path(f"/m/{stem}.rest.yaml"), Path(f"/m/{stem}.hooks.yaml"))
 
 
 def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_pods():
@@ -40,7 +41,10 @@ def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_p
 
     created = "wait --for=jsonpath={.status.replicas}=1"
     assert plan == [
-        [f"apply --server-side -f {stem}.crds.yaml"],
+        [
+            f"apply --server-side -f {stem}.crds-{name}.yaml"
+            for name in ("jobset", "trainer-manager", "kueue", "training-operator")
+        ],
         ["wait --for=condition=Established crd --all --timeout=60s"],
         [f"apply --server-side -f {stem}.rest.yaml"],
         [
@@ -59,7 +63,7 @@ def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_p
     ]
     alone = kind.install_plan([operator], _regrouped)
     assert [[" ".join(a) for a in phase] for phase in alone] == [
-        ["apply --server-side -f /m/training-operator.crds.yaml"],
+        ["apply --server-side -f /m/training-operator.crds-training-operator.yaml"],
         ["wait --for=condition=Established crd --all --timeout=60s"],
         ["apply --server-side -f /m/training-operator.rest.yaml"],
         [on("kubeflow", "training-operator", "rollout status")],
@@ -88,7 +92,7 @@ def test_the_stack_is_regrouped_crds_first_and_kueues_webhooks_apart(tmp_path):
     def names(path: Path) -> list[str]:
         return [d["metadata"]["name"] for d in yaml.safe_load_all(path.read_text()) if d]
 
-    assert names(applies.foundations) == ["js", "kq", "jobsets", "workloads"]
+    assert [names(path) for path in applies.foundations] == [["js", "jobsets"], ["kq", "workloads"]]
     assert names(applies.controllers) == ["js-manager", "js-hooks", "kq-manager"]
     assert names(applies.late_webhooks) == ["kq-hooks"]
     # Reused once written.

@@ -130,7 +130,8 @@ def install_plan(
     if controllers:
         components = [_ROLLOUT_AFTER[s.name] for s in controllers]
         applies = regroup(controllers)
-        phases += [[apply(applies.foundations)], [_ESTABLISHED], [apply(applies.controllers)]]
+        phases.append([apply(path) for path in applies.foundations])
+        phases += [[_ESTABLISHED], [apply(applies.controllers)]]
         if "kueue" in components:
             others = [c for c in components if c != "kueue"]
             if others:
@@ -173,7 +174,7 @@ def _phase_label(phase: list[list[str]]) -> str:
     words = []
     for args in phase:
         if args[0] == "apply":
-            words.append(f"apply {Path(args[-1]).name.split('.')[-2]}")
+            words.append(f"apply {Path(args[-1]).name.removesuffix('.yaml').split('.')[-1]}")
         elif args[0] == "wait":
             words.append("CRDs established")
         else:
