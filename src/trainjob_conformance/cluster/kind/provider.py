@@ -88,8 +88,7 @@ IMAGE_SOURCES = ("local", "upstream")
 WORKERS = len(kind_nodes.WORKER_ZONES)
 
 
-# The install step after which each controller's rollout is awaited: the
-# Trainer needs the JobSet CRD; Kueue's TrainJob integration needs both.
+# The install steps that carry a controller, and whose rollout each one's is.
 _ROLLOUT_AFTER = {
     "jobset": "jobset",
     "trainer-manager": "trainer",
