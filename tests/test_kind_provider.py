@@ -45,7 +45,7 @@ def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_p
             f"apply --server-side -f {stem}.crds-{name}.yaml"
             for name in ("jobset", "trainer-manager", "kueue", "training-operator")
         ],
-        ["wait --for=condition=Established crd --all --timeout=60s"],
+        ["wait --for=condition=Established crd --all"],
         [f"apply --server-side -f {stem}.rest.yaml"],
         [
             on("jobset-system", "jobset-controller-manager", created),
@@ -64,7 +64,7 @@ def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_p
     alone = kind.install_plan([operator], _regrouped)
     assert [[" ".join(a) for a in phase] for phase in alone] == [
         ["apply --server-side -f /m/training-operator.crds-training-operator.yaml"],
-        ["wait --for=condition=Established crd --all --timeout=60s"],
+        ["wait --for=condition=Established crd --all"],
         ["apply --server-side -f /m/training-operator.rest.yaml"],
         [on("kubeflow", "training-operator", "rollout status")],
     ]
@@ -180,3 +180,17 @@ def test_commands_run_at_once_are_taken_as_they_end():
             (["fast"], subprocess.Popen(["true"]), out),
         ]
         assert [args[0] for args, _, _ in _as_they_end(running)] == ["fast", "slow"]
+
+
+def test_a_crd_without_conditions_yet_is_not_established():
+    def crd(name: str, status: dict | None) -> dict:
+        return {"metadata": {"name": name}, **({"status": status} if status is not None else {})}
+
+    established = {"conditions": [{"type": "Established", "status": "True"}]}
+    crds = [
+        crd("ready", established),
+        crd("fresh", None),  # just created: no status at all
+        crd("empty", {"conditions": None}),
+        crd("names-accepted", {"conditions": [{"type": "NamesAccepted", "status": "True"}]}),
+    ]
+    assert kind.not_established(crds) == ["fresh", "empty", "names-accepted"]

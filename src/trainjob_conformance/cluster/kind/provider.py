@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, IMAGES_PULLED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
@@ -54,7 +54,8 @@ from trainjob_conformance.cluster.kind.manifests import (
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
-from trainjob_conformance.kube.waits import NotYet, wait_for
+from trainjob_conformance.kube.kinds import CRD
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.lifecycle.processes import (
     RunOwnership,
     register_cleanup,
@@ -98,8 +99,24 @@ _ROLLOUT_AFTER = {
 
 
 # After the CRDs' apply: every controller's manager needs some of them at its start (the
-# Trainer JobSet's, Kueue's TrainJob integration the Trainer's).
-_ESTABLISHED = ["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]
+# Trainer JobSet's, Kueue's TrainJob integration the Trainer's). Not `kubectl wait
+# --for=condition=Established`: it fails at once on a CRD whose status has no
+# conditions yet (".status.conditions accessor error"), which a worker cluster
+# installing beside a running suite met; the provider polls instead.
+_ESTABLISHED = ["wait", "--for=condition=Established", "crd", "--all"]
+_ESTABLISHED_TIMEOUT = 60.0
+
+
+def not_established(crds: list[dict[str, Any]]) -> list[str]:
+    """Names of the CRDs without an Established=True condition (none yet counts)."""
+    return [
+        crd["metadata"]["name"]
+        for crd in crds
+        if not any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in (crd.get("status") or {}).get("conditions") or []
+        )
+    ]
 
 
 def install_plan(
@@ -393,9 +410,24 @@ class KindStackCluster:
             with step(f"installing {names} from their release manifests"):
                 for number, phase in enumerate(install_plan(steps), 1):
                     began = time.monotonic()
-                    self._kubectl_at_once(kubectl, phase)
+                    if phase == [_ESTABLISHED]:
+                        self._wait_established()
+                    else:
+                        self._kubectl_at_once(kubectl, phase)
                     self._timed(f"install {number}: {_phase_label(phase)}", began)
         self._timed("install", started)
+
+    def _wait_established(self) -> None:
+        kube = Kube(api_client_for(self.kubeconfig))
+
+        def look() -> bool | NotYet:
+            waiting = not_established(kube.list(*CRD))
+            return True if not waiting else NotYet(f"not Established yet: {', '.join(waiting)}")
+
+        try:
+            wait_for("every CRD Established", look, _ESTABLISHED_TIMEOUT, interval=0.2)
+        except WaitTimeout as error:
+            raise ConformanceError(str(error)) from None
 
     @contextlib.contextmanager
     def _workers_kept_whole(self, kubectl: Path) -> Iterator[None]:
