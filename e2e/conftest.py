@@ -183,6 +183,6 @@ def multikueue_worker(trainjob_worker_cluster, trainjob_view: TrainJobView) -> T
     where Kueue must manage it; it does not create the namespace itself. What
     the test creates there is deleted with the test's own objects.
     """
-    worker = trainjob_view.on(trainjob_worker_cluster)
+    worker = trainjob_view.on(trainjob_worker_cluster, "MultiKueue worker cluster")
     worker.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": worker.namespace}})
     return worker

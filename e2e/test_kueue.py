@@ -41,10 +41,11 @@ from trainjob_conformance.policies.pods import (
     watch_pods,
 )
 from trainjob_conformance.policies.trainjobs import kueue_pod_template_patch
-from trainjob_conformance.policies.view import JOBSET_NAME_LABEL, condition
+from trainjob_conformance.policies.view import JOBSET_NAME_LABEL, condition, conditions_of
 from trainjob_conformance.policies.workloads import (
     TOPOLOGY_GATE,
     wait_admitted,
+    wait_finished,
     wait_pending_for_quota,
     wait_workload,
 )
@@ -527,9 +528,19 @@ def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
     # Observed while it runs: MultiKueue removes the worker's copy once the
     # manager's Workload has finished.
     worker.wait("the TrainJob's JobSet on the worker", lambda: worker.find(JOBSET, "remote"))
-    view.wait_for_condition(TRAINJOB, "remote", "Complete", timeout=120)
+    # The run's end on the manager: Kueue finishes the manager's Workload once the
+    # worker's has, right after copying the worker's TrainJob status.
+    trainjob, finished = wait_finished(view, "remote", timeout=120)
     with trainjob_policy.holds():
         built = stored_while(
             view, JOBSET, since, "a JobSet", lambda _: True, field_selector=named("remote")
         )
-        assert built == [], f"the manager's Trainer built a JobSet too: {built}"
+        broken = [f"the manager's Trainer built a JobSet too: {built}"] if built else []
+        if condition(trainjob, "Complete").get("status") != "True":
+            broken.append(
+                "Kueue finished the manager's Workload "
+                f"({finished.get('reason')}: {finished.get('message')}) but the manager's "
+                "TrainJob never got the Complete condition: the worker's status was not "
+                f"copied back (its conditions: {conditions_of(trainjob)})"
+            )
+        assert not broken, "; ".join(broken)

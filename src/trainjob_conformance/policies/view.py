@@ -42,10 +42,17 @@ class TrainJobView:
         self.namespace = namespace
         self.templates = templates
         self.cleanup = cleanup or Cleanup()
+        # Views of the same namespace on other clusters the test drives (a
+        # MultiKueue worker), by role: a timeout here prints what they held too,
+        # since what the manager waits for is decided there.
+        self.companions: dict[str, TrainJobView] = {}
 
-    def on(self, cluster: ClusterHandle) -> TrainJobView:
-        """The namespace of the same name on another cluster, sharing this test's cleanup."""
-        return TrainJobView(cluster, self.namespace, self.templates, self.cleanup)
+    def on(self, cluster: ClusterHandle, role: str) -> TrainJobView:
+        """The namespace of the same name on another cluster, sharing this test's cleanup;
+        this view's diagnostics include it under `role`."""
+        companion = TrainJobView(cluster, self.namespace, self.templates, self.cleanup)
+        self.companions[role] = companion
+        return companion
 
     def render(self, template: str, **values: Any) -> dict[str, Any]:
         if self.templates is None:
@@ -87,7 +94,10 @@ class TrainJobView:
         if "training-operator" in self.cluster.versions:
             names.append("training-operator")
         logs = {name: self.cluster.controller_log_tail(name, 25) for name in names}
-        return namespace_report(self.kube, self.namespace, logs)
+        report = namespace_report(self.kube, self.namespace, logs)
+        for role, companion in self.companions.items():
+            report += f"\n===== on the {role} =====\n" + companion.diagnostics()
+        return report
 
     def record_wait(
         self,
@@ -216,3 +226,10 @@ def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:
         if entry.get("type") == condition_type:
             return dict(entry)
     return {}
+
+
+def conditions_of(obj: dict[str, Any]) -> str:
+    """The object's status conditions as `Type=Status (Reason)`, for a failure's message."""
+    entries = (obj.get("status") or {}).get("conditions") or []
+    listed = [f"{e.get('type')}={e.get('status')} ({e.get('reason')})" for e in entries]
+    return ", ".join(listed) or "none"

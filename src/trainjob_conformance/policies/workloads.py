@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainjob_conformance.kube.kinds import WORKLOAD
+from trainjob_conformance.kube.kinds import TRAINJOB, WORKLOAD
 from trainjob_conformance.kube.waits import NotYet
 from trainjob_conformance.policies.view import TrainJobView, condition
 
@@ -65,3 +65,32 @@ def wait_pending_for_quota(view: TrainJobView, trainjob: str) -> dict[str, Any]:
         return NotYet(f"QuotaReserved: {reserved or 'not reported'}")
 
     return view.wait(f"the Workload of TrainJob {trainjob} to be pending for quota", probe)
+
+
+def wait_finished(view: TrainJobView, trainjob: str, timeout: float) -> tuple[dict[str, Any], dict]:
+    """The TrainJob, and its Workload's Finished condition, once Kueue has finished the Workload.
+
+    Kueue finishes a Workload once its job has finished; for MultiKueue, once
+    the worker's Workload has, after copying the worker's job status to the
+    manager's job. The Workload is read before the TrainJob, so a TrainJob
+    read after a Finished Workload holds whatever status Kueue copied.
+    """
+
+    def probe() -> tuple[dict[str, Any], dict] | NotYet:
+        found = workloads_of(view, trainjob)
+        done = [c for w in found if (c := condition(w, "Finished")).get("status") == "True"]
+        if not done:
+            return NotYet(f"{len(found)} Workloads, none Finished")
+        return view.get(TRAINJOB, trainjob), done[0]
+
+    view.record_wait(
+        f"the Workload of TrainJob {trainjob} to be Finished",
+        WORKLOAD,
+        jsonpath=(
+            f'{{.items[?(@.metadata.ownerReferences[0].name=="{trainjob}")]'
+            '.status.conditions[?(@.type=="Finished")].status}'
+        ),
+        equals="True",
+    )
+    with view.unrecorded():
+        return view.wait(f"the Workload of TrainJob {trainjob} to be Finished", probe, timeout)
