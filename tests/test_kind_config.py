@@ -31,7 +31,7 @@ def test_an_ordinary_host_gets_only_the_short_kubelet_sync() -> None:
     cfg = config.cluster_config(
         "kindest/node:v1.36.3", "kindest/node:v1.36.3", "run1", False, False, None
     )
-    assert cfg["kubeadmConfigPatches"] == ["kind: KubeletConfiguration\nsyncFrequency: 5s\n"]
+    assert cfg["kubeadmConfigPatches"] == ["kind: KubeletConfiguration\nsyncFrequency: 1s\n"]
     assert "containerdConfigPatches" not in cfg
 
 

@@ -3,6 +3,8 @@ runs against real kind clusters, docs/kind.md)."""
 
 from __future__ import annotations
 
+import yaml
+
 from trainjob_conformance.cluster.capabilities import (
     ZONE_LABEL,
     Node,
@@ -84,15 +86,24 @@ def test_workers_are_kind_nodes_with_the_run_label_and_their_own_labels() -> Non
 
 def test_controllers_install_on_the_control_plane_and_the_workers_are_given_back() -> None:
     calls: list[tuple[str, ...]] = []
-    with nodes.ControllersOnControlPlane(lambda *a: calls.append(a), [CP, W1, W2]):
-        assert calls == [
-            ("cordon", W1.name, W2.name),
-            ("taint", "nodes", CP.name, f"{nodes.CONTROL_PLANE_TAINT}-"),
-        ]
-    assert calls[2:] == [
+    with nodes.ControllersOnControlPlane(lambda *a: calls.append(a), CP.name, workers=2):
+        # The workers joined tainted (the kind config); only the control plane opens.
+        assert calls == [("taint", "nodes", CP.name, f"{nodes.CONTROL_PLANE_TAINT}-")]
+    assert calls[1:] == [
         ("taint", "nodes", CP.name, nodes.CONTROL_PLANE_TAINT, "--overwrite"),
-        ("uncordon", W1.name, W2.name),
-    ]
+        ("taint", "nodes", "-l", "!node-role.kubernetes.io/control-plane",
+         f"{config.INSTALLING_TAINT}-"),
+    ]  # fmt: skip
+
+
+def test_workers_join_with_the_installing_taint() -> None:
+    cfg = config.cluster_config("cp", "w", "run1", False, False, None, nodes.worker_labels(1))
+    control_plane, worker = cfg["nodes"]
+    assert "kubeadmConfigPatches" not in control_plane
+    (patch,) = [yaml.safe_load(text) for text in worker["kubeadmConfigPatches"]]
+    assert patch["kind"] == "JoinConfiguration"
+    key, effect = config.INSTALLING_TAINT.split(":")
+    assert patch["nodeRegistration"]["taints"] == [{"key": key, "effect": effect}]
 
 
 def test_a_low_inotify_instance_limit_is_named_with_the_fix() -> None:

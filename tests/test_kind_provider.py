@@ -70,6 +70,21 @@ def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_p
     ]
 
 
+def test_the_crds_and_the_controllers_are_applied_while_kind_joins_the_workers():
+    plan = kind.install_plan(fake_steps(load_profile("latest"), None), _regrouped)
+
+    early, late = kind.split_plan(plan)
+
+    # What needs only the control plane; the controllers' Pods start there.
+    assert [kind._phase_label(p) for p in early] == [
+        "apply crds-jobset, apply crds-trainer-manager, apply crds-kueue",
+        "CRDs established",
+        "apply rest",
+    ]
+    assert early + late == plan
+    assert kind.split_plan([["apply", "-f", "x.yaml"]]) == ([], [["apply", "-f", "x.yaml"]])
+
+
 def test_the_stack_is_regrouped_crds_first_and_kueues_webhooks_apart(tmp_path):
     def step(name: str, component: str, *documents: dict) -> InstallStep:
         path = tmp_path / f"{name}.yaml"

@@ -24,6 +24,7 @@ from trainjob_conformance.report.model import RunReport
 from trainjob_conformance.stack.profiles import Profile
 
 # Phases of the provider's own timings that make "created, installed and ready".
+# `kind_create` includes what of the install ran beside it (`install beside kind create`).
 STACK_PHASES = ("kind_create", "nodes", "install", "admission")
 
 
@@ -37,6 +38,10 @@ class KindBench:
 
     @property
     def stack_ready(self) -> float:
+        """From `kind create`'s start to admission ready, as the provider measured it (the
+        install overlaps kind's worker joins); the phases' sum for older timings."""
+        if "ready" in self.timings:
+            return self.timings["ready"]
         return sum(self.timings.get(phase, 0.0) for phase in STACK_PHASES)
 
     @property

@@ -8,7 +8,17 @@ from typing import Any
 import yaml
 
 HARNESS_LABEL = "trainjob-conformance.kubeflow.org/run"
-KUBELET_SYNC = "5s"
+KUBELET_SYNC = "1s"
+# Workers join with this taint and keep it while the stack installs, so the
+# controllers, applied while the workers are still joining, start on the
+# control-plane node (cluster/kind/nodes.py says why there); the provider
+# removes it once the stack is up.
+INSTALLING_TAINT = "trainjob-conformance.kubeflow.org/installing:NoSchedule"
+_JOIN_TAINTED = (
+    "kind: JoinConfiguration\n"
+    "nodeRegistration:\n"
+    f"  taints:\n  - key: {INSTALLING_TAINT.split(':')[0]}\n    effect: NoSchedule\n"
+)
 
 
 def cgroup_v1(mounts: str | None = None) -> bool:
@@ -38,7 +48,7 @@ def cluster_config(
       oom_score_adj, so the node's containerd must not ask it to (kind sets
       restrict_oom_score_adj only for rootless nodes);
     - kubeadm is pointed at the etcd the profile builds.
-    The node carries the run's id as a Kubernetes label (kind cannot label the
+    Workers join with INSTALLING_TAINT. The node carries the run's id as a Kubernetes label (kind cannot label the
     container itself; the container is identified by kind's cluster label and
     the cluster's name, which holds the run id).
     """
@@ -52,7 +62,10 @@ def cluster_config(
     # The kubelet refreshes secret and downward-API volumes once per sync
     # period (1 min by default): a controller's webhook certificate, written
     # into a Secret after its Pod started, and a held Pod's annotations file
-    # (cluster/hold.py) would each lag by up to that long.
+    # (cluster/hold.py) would each lag by up to that long. At 5 s the Trainer
+    # often missed its first readiness probe (10 s after start; the next is 15 s
+    # later) and a released Pod took seconds to notice; 1 s costs the few nodes'
+    # kubelets little (docs/kind.md).
     kubelet = f"kind: KubeletConfiguration\nsyncFrequency: {KUBELET_SYNC}\n"
     if on_cgroup_v1:
         kubelet += "failCgroupV1: false\n"
@@ -68,6 +81,7 @@ def cluster_config(
                     "role": "worker",
                     "image": worker_image,
                     "labels": {HARNESS_LABEL: run_id, **labels},
+                    "kubeadmConfigPatches": [_JOIN_TAINTED],
                 }
                 for labels in workers or []
             ),

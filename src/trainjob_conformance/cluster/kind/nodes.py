@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainjob_conformance.cluster.capabilities import ZONE_LABEL
+from trainjob_conformance.cluster.kind.config import INSTALLING_TAINT
 from trainjob_conformance.cluster.kind.images.node import CNI_CONFLIST
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
@@ -34,7 +35,8 @@ from trainjob_conformance.kube.kinds import NODE, POD
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 
 CONFLIST_PATH = "/etc/cni/net.d/10-tjc-ptp.conflist"
-CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane:NoSchedule"
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+CONTROL_PLANE_TAINT = f"{CONTROL_PLANE_LABEL}:NoSchedule"
 # Zone of each worker, in kind's worker order: two zones, one with two nodes.
 WORKER_ZONES = ("zone-a", "zone-a", "zone-b")
 # kube-controller-manager allocates a subnet as a node registers; a worker joined last
@@ -144,8 +146,11 @@ def off_control_plane(pods: list[dict[str, Any]], control_plane: str) -> list[tu
     ]
 
 
-def read_nodes(kube: Kube, expected: int, cluster: str) -> list[KindNode]:
-    """The cluster's nodes once all `expected` have a pod subnet (bounded wait)."""
+def read_nodes(
+    kube: Kube, expected: int, cluster: str, control_plane_only: bool = False
+) -> list[KindNode]:
+    """The cluster's nodes once all `expected` have a pod subnet (bounded wait); with
+    `control_plane_only`, the control-plane node alone, while the workers may still join."""
 
     def look() -> list[KindNode] | NotYet:
         nodes = []
@@ -160,9 +165,12 @@ def read_nodes(kube: Kube, expected: int, cluster: str) -> list[KindNode]:
                     item["metadata"]["name"],
                     addresses["InternalIP"],
                     cidr,
-                    "node-role.kubernetes.io/control-plane" in labels,
+                    CONTROL_PLANE_LABEL in labels,
                 )
             )
+        if control_plane_only:
+            nodes = [n for n in nodes if n.control_plane]
+            return nodes or NotYet("the control-plane node has no podCIDR and InternalIP yet")
         if len(nodes) < expected:
             return NotYet(f"{len(nodes)} of {expected} nodes have a podCIDR and an InternalIP")
         return nodes
@@ -172,6 +180,29 @@ def read_nodes(kube: Kube, expected: int, cluster: str) -> list[KindNode]:
     except WaitTimeout as error:
         seen = {n["metadata"]["name"] for n in kube.list(*NODE)}
         raise ConformanceError(f"{error}{_unregistered(cluster, seen)}") from None
+
+
+def wait_service_routing(kube: Kube, node: str, timeout: float = 120.0) -> None:
+    """Until kube-proxy on `node` is Ready: before that the kubernetes Service's address
+    does not reach the API server from a Pod there (the stack's managers, started
+    before it, failed on it: "x509: cannot validate certificate for 10.96.0.1")."""
+
+    def look() -> bool | NotYet:
+        for pod in kube.list(*POD, namespace="kube-system", label_selector="k8s-app=kube-proxy"):
+            if (pod.get("spec") or {}).get("nodeName") != node:
+                continue
+            ready = [
+                c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"
+            ]
+            if ready and ready[0]["status"] == "True":
+                return True
+            return NotYet(f"kube-proxy on {node} is {pod['status'].get('phase')}, not Ready")
+        return NotYet(f"no kube-proxy Pod on {node} yet")
+
+    try:
+        wait_for(f"kube-proxy on {node}", look, timeout, interval=0.5)
+    except WaitTimeout as error:
+        raise ConformanceError(str(error)) from None
 
 
 def _unregistered(cluster: str, seen: set[str]) -> str:
@@ -225,24 +256,24 @@ def wire_pod_network(nodes: list[KindNode]) -> None:
 
 
 class ControllersOnControlPlane:
-    """While the stack installs, only the control-plane node takes Pods: the workers are
-    cordoned and the control plane's taint lifted; afterwards both are put back."""
+    """While the stack installs, only the control-plane node takes Pods: the workers
+    joined with the installing taint (cluster/kind/config.py), and the control plane's
+    own taint is lifted; afterwards the control plane's taint comes back and the
+    workers' goes."""
 
-    def __init__(self, kubectl: Callable[..., None], nodes: list[KindNode]) -> None:
+    def __init__(self, kubectl: Callable[..., None], control_plane: str, workers: int) -> None:
         self.kubectl = kubectl
-        self.control_plane = next(n.name for n in nodes if n.control_plane)
-        self.workers = [n.name for n in nodes if not n.control_plane]
+        self.control_plane = control_plane
+        self.workers = workers
 
     def __enter__(self) -> ControllersOnControlPlane:
-        if self.workers:
-            self.kubectl("cordon", *self.workers)
         self.kubectl("taint", "nodes", self.control_plane, f"{CONTROL_PLANE_TAINT}-")
         return self
 
     def __exit__(self, *_: object) -> None:
         self.kubectl("taint", "nodes", self.control_plane, CONTROL_PLANE_TAINT, "--overwrite")
         if self.workers:
-            self.kubectl("uncordon", *self.workers)
+            self.kubectl("taint", "nodes", "-l", f"!{CONTROL_PLANE_LABEL}", f"{INSTALLING_TAINT}-")
 
 
 def settle_system_pods(kube: Kube, nodes: list[KindNode]) -> list[tuple[str, str]]:

@@ -54,6 +54,7 @@ from trainjob_conformance.cluster.kind.manifests import (
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
+from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.kinds import CRD
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.lifecycle.processes import (
@@ -105,6 +106,19 @@ _ROLLOUT_AFTER = {
 # installing beside a running suite met; the provider polls instead.
 _ESTABLISHED = ["wait", "--for=condition=Established", "crd", "--all"]
 _ESTABLISHED_TIMEOUT = 60.0
+# kind's own bound on a cluster's creation is its --wait, which the provider does
+# not use; this only guards against a kind that never returns.
+_KIND_CREATE_TIMEOUT = 600.0
+
+
+def split_plan(plan: list[list[list[str]]]) -> tuple[list[list[list[str]]], list[list[list[str]]]]:
+    """The phases that need only the control plane (the CRDs, their wait, the
+    controllers, which start on the control-plane node) and so run while kind joins
+    the workers; and the rest."""
+    if [_ESTABLISHED] not in plan:
+        return [], plan
+    cut = plan.index([_ESTABLISHED]) + 2
+    return plan[:cut], plan[cut:]
 
 
 def not_established(crds: list[dict[str, Any]]) -> list[str]:
@@ -239,6 +253,8 @@ class KindStackCluster:
         self.watch: StackWatch | None = None
         self.images: dict[str, str] = {}
         self.timings: dict[str, float] = {}
+        self.started = 0.0  # when `kind create` began: the origin of the timings
+        self.placement: kind_nodes.ControllersOnControlPlane | None = None
 
     @property
     def controllers(self) -> list[str]:
@@ -385,37 +401,133 @@ class KindStackCluster:
         owner.ledger.record_command(
             [sys.executable, "-m", "trainjob_conformance.cluster.kind.reclaim", str(self.run_dir)]
         )
-        started = time.monotonic()
-        with step(f"creating kind cluster {self.name}"):
-            result = subprocess.run(
-                [str(kind_bin), "create", "cluster", "--name", self.name, "--config", str(config),
-                 "--kubeconfig", str(self.kubeconfig), "--retain"],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            if result.returncode != 0:
-                raise ConformanceError(
-                    f"kind create cluster failed: {result.stderr.strip().splitlines()[-1:]}; "
-                    f"node journal:\n{self._journal_tail()}"
-                )
-        self._timed("kind_create", started)
+        plan: list[list[list[str]]] = []
+        if not self.bare:
+            names = ", ".join(self.controllers)
+            with step(f"building the release manifests of {names}"):
+                plan = install_plan(self.install_steps(self.profile, kubectl, local))
+        self.started = time.monotonic()
+        early, late = split_plan(plan)
+        with (
+            step(f"creating kind cluster {self.name}"),
+            self._kind_create(kind_bin, config) as kind_ended,
+        ):
+            # The CRDs and the controllers go in as soon as the control plane
+            # answers, while kind still joins the workers.
+            if early and self._control_plane_answers(kind_ended):
+                began = time.monotonic()
+                self._run_phases(kubectl, early[:-1], 1)
+                self._control_plane_takes_pods(kubectl)
+                self._run_phases(kubectl, early[-1:], len(early))
+                self._timed("install beside kind create", began)
         if self.bare:
             return
         started = time.monotonic()
         with self._workers_kept_whole(kubectl):
             self._timed("nodes", started)
             started = time.monotonic()
-            names = ", ".join(self.controllers)
-            with step(f"building the release manifests of {names}"):
-                steps = self.install_steps(self.profile, kubectl, local)
-            with step(f"installing {names} from their release manifests"):
-                for number, phase in enumerate(install_plan(steps), 1):
-                    began = time.monotonic()
-                    if phase == [_ESTABLISHED]:
-                        self._wait_established()
-                    else:
-                        self._kubectl_at_once(kubectl, phase)
-                    self._timed(f"install {number}: {_phase_label(phase)}", began)
+            with step(f"installing {', '.join(self.controllers)} from their release manifests"):
+                self._run_phases(kubectl, late, len(early) + 1)
         self._timed("install", started)
+
+    @contextlib.contextmanager
+    def _kind_create(self, kind_bin: Path, config: Path) -> Iterator[Callable[[], int | None]]:
+        """`kind create cluster` in the background while the body runs; the body gets a
+        callable giving kind's exit code once it has ended (None before). Leaving waits
+        for kind (a failure is one line with the node's journal tail); an error in the
+        body kills it."""
+        log = self.run_dir / "kind-create.log"
+        ended: list[float] = []
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                [str(kind_bin), "create", "cluster", "--name", self.name, "--config", str(config),
+                 "--kubeconfig", str(self.kubeconfig), "--retain"],
+                stdout=output, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+            def kind_ended() -> int | None:
+                code = process.poll()
+                if code is not None and not ended:
+                    ended.append(time.monotonic())
+                return code
+
+            try:
+                yield kind_ended
+                wait_for(
+                    "kind create cluster to end",
+                    lambda: True if kind_ended() is not None else NotYet("kind still creating"),
+                    _KIND_CREATE_TIMEOUT,
+                    interval=0.2,
+                )
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        self.timings["kind_create"] = round(ended[0] - self.started, 1)
+        if process.returncode != 0:
+            lines = log.read_text(errors="replace").strip().splitlines()
+            raise ConformanceError(
+                f"kind create cluster failed: {lines[-1:]}; node journal:\n{self._journal_tail()}"
+            )
+
+    def _run_phases(self, kubectl: Path, phases: list[list[list[str]]], first: int) -> None:
+        """Run install phases in order, each timed as `install N: ...`."""
+        for number, phase in enumerate(phases, first):
+            began = time.monotonic()
+            if phase == [_ESTABLISHED]:
+                self._wait_established()
+            else:
+                self._kubectl_at_once(kubectl, phase)
+            self._timed(f"install {number}: {_phase_label(phase)}", began)
+
+    def _control_plane_answers(self, kind_ended: Callable[[], int | None]) -> bool:
+        """Wait until kind's control plane serves the admin user (kubeadm binds its group
+        a little after the API server starts), with the kubeconfig read from the node as
+        `kind get kubeconfig` reads it. False when kind has failed first: leaving
+        `_kind_create` then says why."""
+        assert self.record is not None
+        kind_bin = self.record.kind_bin
+
+        def look() -> bool | NotYet:
+            code = kind_ended()
+            if code:
+                return True
+            if code is None:
+                got = subprocess.run(
+                    [str(kind_bin), "get", "kubeconfig", "--name", self.name],
+                    capture_output=True, text=True, check=False,
+                )  # fmt: skip
+                if got.returncode != 0:
+                    return NotYet(f"no kubeconfig yet: {got.stderr.strip()[-200:]}")
+                if not self.kubeconfig.exists():
+                    self.kubeconfig.write_text(got.stdout)
+            try:
+                Kube(api_client_for(self.kubeconfig)).list(*CRD)
+            except ApiError as error:  # refused, or no answer (ApiServerUnreachable)
+                return NotYet(f"the API server does not serve the admin user yet: {error}")
+            return True
+
+        wait_for("kind's control plane to answer", look, _KIND_CREATE_TIMEOUT, interval=0.5)
+        if kind_ended():
+            return False
+        self._timed("control plane answers", self.started)
+        return True
+
+    def _control_plane_takes_pods(self, kubectl: Path) -> None:
+        """Before the controllers are applied: the control-plane node on its own pod
+        subnet (local images), routing Services, and without its taint; the workers
+        join tainted."""
+        kube = Kube(api_client_for(self.kubeconfig))
+        control_plane = kind_nodes.read_nodes(kube, 1, self.name, control_plane_only=True)
+        if self.workers and self.image_source == "local":
+            kind_nodes.wire_pod_network(control_plane)
+        kind_nodes.wait_service_routing(kube, control_plane[0].name)
+        if not self.workers:
+            # A lone control plane: kind lifts its taint, and the image's conflist serves it.
+            return
+        self.placement = kind_nodes.ControllersOnControlPlane(
+            lambda *args: self._kubectl(kubectl, *args), control_plane[0].name, self.workers
+        ).__enter__()
 
     def _wait_established(self) -> None:
         kube = Kube(api_client_for(self.kubeconfig))
@@ -431,8 +543,9 @@ class KindStackCluster:
 
     @contextlib.contextmanager
     def _workers_kept_whole(self, kubectl: Path) -> Iterator[None]:
-        """With workers: pod networking across the nodes, and the stack's controllers and
-        CoreDNS on the control-plane node while they install (cluster/kind/nodes.py)."""
+        """Once kind has ended: pod networking across all the nodes, CoreDNS settled on
+        the control plane; when the install is done, the workers take Pods again
+        (cluster/kind/nodes.py)."""
         if not self.workers:
             yield
             return
@@ -443,13 +556,19 @@ class KindStackCluster:
         if self.image_source == "local":
             with step(f"wiring pod networking across {self.workers + 1} nodes"):
                 kind_nodes.wire_pod_network(nodes)
-        with kind_nodes.ControllersOnControlPlane(
-            lambda *args: self._kubectl(kubectl, *args), nodes
-        ):
-            moved = kind_nodes.settle_system_pods(kube, nodes)
-            if moved:
-                say(f"restarted on the control plane's subnet: {', '.join(n for _, n in moved)}")
-            yield
+        placement = (
+            self.placement
+            or kind_nodes.ControllersOnControlPlane(
+                lambda *args: self._kubectl(kubectl, *args),
+                next(n.name for n in nodes if n.control_plane),
+                self.workers,
+            ).__enter__()
+        )
+        moved = kind_nodes.settle_system_pods(kube, nodes)
+        if moved:
+            say(f"restarted on the control plane's subnet: {', '.join(n for _, n in moved)}")
+        yield
+        placement.__exit__(None, None, None)
 
     def _journal_tail(self) -> str:
         containers = reclaim.node_containers(self.name, harness_only=False)
@@ -474,6 +593,7 @@ class KindStackCluster:
             probes += training_operator_probes()
         wait_for_admission(kube, probes, timeout=120, log_tails=lambda: "")
         self._timed("admission", started)
+        self._timed("ready", self.started)
         say(f"kind timings (s): {self.timings}")
         handle = ClusterHandle(
             provider="kind",
@@ -551,9 +671,11 @@ class KindStackCluster:
             self.docker = None
 
 
-# A MultiKueue worker runs the TrainJob's 2 Pods (sized from its free CPU) on one
-# worker node; the controllers keep to its control plane.
-MULTIKUEUE_WORKER_NODES = 1
+# A MultiKueue worker is one node: kind's lone control plane takes Pods, so the
+# controllers and the TrainJob's 2 Pods (sized from its free CPU) share it. A
+# second node (one `kubeadm join`, one more kubelet on the host's cores) made its
+# start, beside the running suite, the suite's longest wait.
+MULTIKUEUE_WORKER_NODES = 0
 
 
 def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackCluster:
