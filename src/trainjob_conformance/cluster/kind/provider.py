@@ -417,7 +417,9 @@ class KindStackCluster:
             if early and self._control_plane_answers(kind_ended):
                 began = time.monotonic()
                 self._run_phases(kubectl, early[:-1], 1)
+                placed = time.monotonic()
                 self._control_plane_takes_pods(kubectl)
+                self._timed("control plane takes the controllers", placed)
                 self._run_phases(kubectl, early[-1:], len(early))
                 self._timed("install beside kind create", began)
         if self.bare:
