@@ -209,3 +209,20 @@ def test_a_crd_without_conditions_yet_is_not_established():
         crd("names-accepted", {"conditions": [{"type": "NamesAccepted", "status": "True"}]}),
     ]
     assert kind.not_established(crds) == ["fresh", "empty", "names-accepted"]
+
+
+def test_deleting_a_cluster_removes_both_its_kubeconfigs(tmp_path, monkeypatch):
+    from trainjob_conformance.cluster.kind import reclaim
+
+    kubeconfig = tmp_path / "kind-kubeconfig.yaml"
+    peers = tmp_path / reclaim.PEER_KUBECONFIG
+    for path in (kubeconfig, peers):
+        path.write_text("apiVersion: v1\nkind: Config\n")
+    record = reclaim.new_record("tjc-x", kubeconfig, Path("/bin/kind"), created_network=False)
+    # Docker lists no node left: the cluster is gone.
+    monkeypatch.setattr(reclaim, "listed_nodes", lambda name, harness_only=True: [])
+
+    reclaim.delete(record, tmp_path)
+
+    assert record.state == "deleted"
+    assert not kubeconfig.exists() and not peers.exists()

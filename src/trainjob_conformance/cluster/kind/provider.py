@@ -638,7 +638,7 @@ class KindStackCluster:
         address = result.stdout.strip()
         if result.returncode != 0 or not address:
             raise ConformanceError(f"no address of {node} on the kind network: {result.stderr}")
-        path = self.run_dir / "kind-kubeconfig-peers.yaml"
+        path = self.run_dir / reclaim.PEER_KUBECONFIG
         path.write_text(kind_config.kubeconfig_at(self.kubeconfig.read_text(), address))
         return path
 

@@ -28,6 +28,8 @@ from trainjob_conformance.progress import say
 
 RECORD_FILE = KIND_RECORD_FILE
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"
+# The kubeconfig naming the API server on the kind network (provider.py).
+PEER_KUBECONFIG = "kind-kubeconfig-peers.yaml"
 # Every node container made from the harness's node image carries NODE_IMAGE_LABEL.
 KIND_NETWORK = "kind"
 
@@ -137,6 +139,8 @@ def delete(record: ClusterRecord, run_dir: Path) -> None:
         subprocess.run(["docker", "network", "rm", KIND_NETWORK], capture_output=True, check=False)
     with contextlib.suppress(OSError):
         Path(record.kubeconfig).unlink(missing_ok=True)
+        # The copy for another cluster's Pods (a MultiKueue worker's), beside it.
+        Path(record.kubeconfig).with_name(PEER_KUBECONFIG).unlink(missing_ok=True)
     record.state = "deleted"
     record.write(run_dir)
 
