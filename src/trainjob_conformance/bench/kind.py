@@ -38,8 +38,8 @@ class KindBench:
 
     @property
     def stack_ready(self) -> float:
-        """From `kind create`'s start to admission ready, as the provider measured it (the
-        install overlaps kind's worker joins); the phases' sum for older timings."""
+        """From `kind create`'s start to admission ready, as the provider measured it;
+        the phases' sum for timings without it."""
         if "ready" in self.timings:
             return self.timings["ready"]
         return sum(self.timings.get(phase, 0.0) for phase in STACK_PHASES)
