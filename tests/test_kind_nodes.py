@@ -86,9 +86,10 @@ def test_workers_are_kind_nodes_with_the_run_label_and_their_own_labels() -> Non
 
 def test_controllers_install_on_the_control_plane_and_the_workers_are_given_back() -> None:
     calls: list[tuple[str, ...]] = []
-    with nodes.ControllersOnControlPlane(lambda *a: calls.append(a), CP.name, workers=2):
-        # The workers joined tainted (the kind config); only the control plane opens.
-        assert calls == [("taint", "nodes", CP.name, f"{nodes.CONTROL_PLANE_TAINT}-")]
+    nodes.open_control_plane(lambda *a: calls.append(a), CP.name)
+    # The workers joined tainted (the kind config); only the control plane opens.
+    assert calls == [("taint", "nodes", CP.name, f"{nodes.CONTROL_PLANE_TAINT}-")]
+    nodes.give_workers_back(lambda *a: calls.append(a), CP.name)
     assert calls[1:] == [
         ("taint", "nodes", CP.name, nodes.CONTROL_PLANE_TAINT, "--overwrite"),
         ("taint", "nodes", "-l", "!node-role.kubernetes.io/control-plane",

@@ -255,25 +255,17 @@ def wire_pod_network(nodes: list[KindNode]) -> None:
         list(pool.map(wire, nodes))
 
 
-class ControllersOnControlPlane:
-    """While the stack installs, only the control-plane node takes Pods: the workers
-    joined with the installing taint (cluster/kind/config.py), and the control plane's
-    own taint is lifted; afterwards the control plane's taint comes back and the
-    workers' goes."""
+def open_control_plane(kubectl: Callable[..., None], control_plane: str) -> None:
+    """While the stack installs, only the control-plane node takes Pods: its own taint is
+    lifted here, and the workers joined with the installing taint (cluster/kind/config.py)."""
+    kubectl("taint", "nodes", control_plane, f"{CONTROL_PLANE_TAINT}-")
 
-    def __init__(self, kubectl: Callable[..., None], control_plane: str, workers: int) -> None:
-        self.kubectl = kubectl
-        self.control_plane = control_plane
-        self.workers = workers
 
-    def __enter__(self) -> ControllersOnControlPlane:
-        self.kubectl("taint", "nodes", self.control_plane, f"{CONTROL_PLANE_TAINT}-")
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.kubectl("taint", "nodes", self.control_plane, CONTROL_PLANE_TAINT, "--overwrite")
-        if self.workers:
-            self.kubectl("taint", "nodes", "-l", f"!{CONTROL_PLANE_LABEL}", f"{INSTALLING_TAINT}-")
+def give_workers_back(kubectl: Callable[..., None], control_plane: str) -> None:
+    """Once the stack is installed: the control plane's taint back, the workers' gone;
+    running Pods stay where they are."""
+    kubectl("taint", "nodes", control_plane, CONTROL_PLANE_TAINT, "--overwrite")
+    kubectl("taint", "nodes", "-l", f"!{CONTROL_PLANE_LABEL}", f"{INSTALLING_TAINT}-")
 
 
 def settle_system_pods(kube: Kube, nodes: list[KindNode]) -> list[tuple[str, str]]:

@@ -254,7 +254,7 @@ class KindStackCluster:
         self.images: dict[str, str] = {}
         self.timings: dict[str, float] = {}
         self.started = 0.0  # when `kind create` began: the origin of the timings
-        self.placement: kind_nodes.ControllersOnControlPlane | None = None
+        self.control_plane_open = False  # its taint lifted for the controllers
 
     @property
     def controllers(self) -> list[str]:
@@ -315,6 +315,9 @@ class KindStackCluster:
             args, text = failed[0]
             seen = self._what_was_seen(kubectl, tuple(args))
             raise ConformanceError(f"kubectl {' '.join(args)} failed: {text}{seen}")
+
+    def _kubectl_call(self, kubectl: Path) -> Callable[..., None]:
+        return lambda *args: self._kubectl(kubectl, *args)
 
     def _what_was_seen(self, kubectl: Path, args: tuple[str, ...]) -> str:
         """For a failed wait in a namespace: its Pods and events go to a file, and the
@@ -517,19 +520,18 @@ class KindStackCluster:
 
     def _control_plane_takes_pods(self, kubectl: Path) -> None:
         """Before the controllers are applied: the control-plane node on its own pod
-        subnet (local images), routing Services, and without its taint; the workers
-        join tainted."""
+        subnet (local images), routing Services, and (with workers, which join
+        tainted) without its taint."""
         kube = Kube(api_client_for(self.kubeconfig))
         control_plane = kind_nodes.read_nodes(kube, 1, self.name, control_plane_only=True)
+        # A lone control plane needs neither wiring nor opening: the image's
+        # conflist serves it, and kind lifts its taint itself.
         if self.workers and self.image_source == "local":
             kind_nodes.wire_pod_network(control_plane)
         kind_nodes.wait_service_routing(kube, control_plane[0].name)
-        if not self.workers:
-            # A lone control plane: kind lifts its taint, and the image's conflist serves it.
-            return
-        self.placement = kind_nodes.ControllersOnControlPlane(
-            lambda *args: self._kubectl(kubectl, *args), control_plane[0].name, self.workers
-        ).__enter__()
+        if self.workers:
+            kind_nodes.open_control_plane(self._kubectl_call(kubectl), control_plane[0].name)
+            self.control_plane_open = True
 
     def _wait_established(self) -> None:
         kube = Kube(api_client_for(self.kubeconfig))
@@ -558,19 +560,15 @@ class KindStackCluster:
         if self.image_source == "local":
             with step(f"wiring pod networking across {self.workers + 1} nodes"):
                 kind_nodes.wire_pod_network(nodes)
-        placement = (
-            self.placement
-            or kind_nodes.ControllersOnControlPlane(
-                lambda *args: self._kubectl(kubectl, *args),
-                next(n.name for n in nodes if n.control_plane),
-                self.workers,
-            ).__enter__()
-        )
+        control_plane = next(n.name for n in nodes if n.control_plane)
+        if not self.control_plane_open:
+            kind_nodes.open_control_plane(self._kubectl_call(kubectl), control_plane)
+            self.control_plane_open = True
         moved = kind_nodes.settle_system_pods(kube, nodes)
         if moved:
             say(f"restarted on the control plane's subnet: {', '.join(n for _, n in moved)}")
         yield
-        placement.__exit__(None, None, None)
+        kind_nodes.give_workers_back(self._kubectl_call(kubectl), control_plane)
 
     def _journal_tail(self) -> str:
         containers = reclaim.node_containers(self.name, harness_only=False)
