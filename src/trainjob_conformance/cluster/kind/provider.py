@@ -1,10 +1,11 @@
 """kind clusters with the stack from upstream release manifests.
 
-The install follows the upstream e2e setups: JobSet's and Kueue's release
-manifests, the Trainer's manager and runtimes overlays, each controller waited
-for before the next. The manifests are built from the release sources
-(cluster/kind/manifests.py), the same files the e2e suite dry-runs against a
-real API server.
+The install takes what the upstream e2e setups take: JobSet's and Kueue's
+release manifests, the Trainer's manager and runtimes overlays (and the
+training-operator's where the profile pins it), regrouped into a few applies
+(`install_plan`), the first of them while kind still joins the workers. The
+manifests are built from the release sources (cluster/kind/manifests.py), the
+same files the e2e suite dry-runs against a real API server.
 
 Images come from one of two sources. `local` (the default) builds every image
 the cluster runs from pinned sources on this machine (cluster/kind/images/) and
