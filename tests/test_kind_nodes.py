@@ -126,3 +126,24 @@ def test_a_limit_that_cannot_be_raised_is_named_with_the_fix(tmp_path) -> None:
     missing = tmp_path / "absent" / "max_user_instances"
     line = nodes.ensure_inotify_instances("128\n", path=str(missing))
     assert line is not None and "sysctl -w fs.inotify.max_user_instances=512" in line
+
+
+def test_service_routing_waits_for_kube_proxy_on_that_node() -> None:
+    def proxy(node: str, ready: str) -> dict:
+        return {
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]},
+        }
+
+    class Listing:
+        def __init__(self, *answers: list[dict]) -> None:
+            self.answers = list(answers)
+
+        def list(self, *kind, namespace=None, label_selector=None):
+            assert label_selector == "k8s-app=kube-proxy"
+            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    # Another node's Ready kube-proxy does not count; this node's, once Ready, does.
+    kube = Listing([proxy(W1.name, "True")], [proxy(CP.name, "False")], [proxy(CP.name, "True")])
+    nodes.wait_service_routing(kube, CP.name, timeout=5)
+    assert kube.answers == [[proxy(CP.name, "True")]]

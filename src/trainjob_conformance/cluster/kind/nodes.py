@@ -188,15 +188,15 @@ def wait_service_routing(kube: Kube, node: str, timeout: float = 120.0) -> None:
     before it, failed on it: "x509: cannot validate certificate for 10.96.0.1")."""
 
     def look() -> bool | NotYet:
-        for pod in kube.list(*POD, namespace="kube-system", label_selector="k8s-app=kube-proxy"):
+        pods = kube.list(*POD, namespace="kube-system", label_selector="k8s-app=kube-proxy")
+        for pod in pods:
             if (pod.get("spec") or {}).get("nodeName") != node:
                 continue
-            ready = [
-                c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"
-            ]
-            if ready and ready[0]["status"] == "True":
+            status = pod.get("status") or {}
+            ready = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+            if ready.get("Ready") == "True":
                 return True
-            return NotYet(f"kube-proxy on {node} is {pod['status'].get('phase')}, not Ready")
+            return NotYet(f"kube-proxy on {node} is {status.get('phase')}, not Ready")
         return NotYet(f"no kube-proxy Pod on {node} yet")
 
     try:

@@ -256,6 +256,7 @@ class KindStackCluster:
         self.timings: dict[str, float] = {}
         self.started = 0.0  # when `kind create` began: the origin of the timings
         self.control_plane_open = False  # its taint lifted for the controllers
+        self._client: Kube | None = None
 
     @property
     def controllers(self) -> list[str]:
@@ -316,6 +317,12 @@ class KindStackCluster:
             args, text = failed[0]
             seen = self._what_was_seen(kubectl, tuple(args))
             raise ConformanceError(f"kubectl {' '.join(args)} failed: {text}{seen}")
+
+    def _kube(self) -> Kube:
+        """One client of the cluster's API server, made once its kubeconfig exists."""
+        if self._client is None:
+            self._client = Kube(api_client_for(self.kubeconfig))
+        return self._client
 
     def _kubectl_call(self, kubectl: Path) -> Callable[..., None]:
         return lambda *args: self._kubectl(kubectl, *args)
@@ -508,7 +515,7 @@ class KindStackCluster:
                 if not self.kubeconfig.exists():
                     self.kubeconfig.write_text(got.stdout)
             try:
-                Kube(api_client_for(self.kubeconfig)).list(*CRD)
+                self._kube().list(*CRD)
             except ApiError as error:  # refused, or no answer (ApiServerUnreachable)
                 return NotYet(f"the API server does not serve the admin user yet: {error}")
             return True
@@ -523,7 +530,7 @@ class KindStackCluster:
         """Before the controllers are applied: the control-plane node on its own pod
         subnet (local images), routing Services, and (with workers, which join
         tainted) without its taint."""
-        kube = Kube(api_client_for(self.kubeconfig))
+        kube = self._kube()
         control_plane = kind_nodes.read_nodes(kube, 1, self.name, control_plane_only=True)
         # A lone control plane needs neither wiring nor opening: the image's
         # conflist serves it, and kind lifts its taint itself.
@@ -535,7 +542,7 @@ class KindStackCluster:
             self.control_plane_open = True
 
     def _wait_established(self) -> None:
-        kube = Kube(api_client_for(self.kubeconfig))
+        kube = self._kube()
 
         def look() -> bool | NotYet:
             waiting = not_established(kube.list(*CRD))
@@ -554,7 +561,7 @@ class KindStackCluster:
         if not self.workers:
             yield
             return
-        kube = Kube(api_client_for(self.kubeconfig))
+        kube = self._kube()
         nodes = kind_nodes.read_nodes(kube, self.workers + 1, self.name)
         # kind's own node image runs kindnetd, which routes pod subnets itself; the
         # local image has no kindnetd (no reachable source builds it), so the harness does.
@@ -587,7 +594,7 @@ class KindStackCluster:
 
     def _up(self) -> ClusterHandle:
         self.create_and_install()
-        kube = Kube(api_client_for(self.kubeconfig))
+        kube = self._kube()
         started = time.monotonic()
         probes = standard_probes()
         if "training-operator" in self.controllers:
