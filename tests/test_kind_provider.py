@@ -10,7 +10,7 @@ import yaml
 from trainjob_conformance.cluster.kind import manifests
 from trainjob_conformance.cluster.kind import provider as kind
 from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies, stack_applies
-from trainjob_conformance.cluster.kueue import KUEUE_MANAGED_NAMESPACES
+from trainjob_conformance.cluster.kueue import KUEUE_FRAMEWORKS, KUEUE_MANAGED_NAMESPACES
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import load_profile
 
@@ -226,3 +226,15 @@ def test_deleting_a_cluster_removes_both_its_kubeconfigs(tmp_path, monkeypatch):
 
     assert record.state == "deleted"
     assert not kubeconfig.exists() and not peers.exists()
+
+
+def test_a_multikueue_worker_runs_the_stack_without_the_training_operator(tmp_path):
+    # Kueue mirrors only the kinds of the frameworks it enables; none is the
+    # training-operator's, so no PyTorchJob ever reaches a worker.
+    assert not [f for f in KUEUE_FRAMEWORKS if f.startswith("kubeflow.org/")]
+    profile = load_profile("latest")
+    assert "training-operator" in profile.versions
+    manager = kind.KindStackCluster(profile, tmp_path / "run")
+    worker = kind.multikueue_worker(profile, tmp_path / "run")
+    assert manager.controllers == ["jobset", "trainer", "kueue", "training-operator"]
+    assert worker.controllers == ["jobset", "trainer", "kueue"]

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import subprocess
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,11 +215,15 @@ def _write(path: Path, documents: list[dict[str, Any]]) -> Path:
 
 
 def kind_install_steps(
-    profile: Profile, kubectl: Path, local: dict[str, str] | None = None
+    profile: Profile,
+    kubectl: Path,
+    local: dict[str, str] | None = None,
+    components: Collection[str] | None = None,
 ) -> list[InstallStep]:
     """Build (or reuse) each manifest file of the kind install, in install order.
 
-    `local` (component -> image) points the controllers at images built here.
+    `local` (component -> image) points the controllers at images built here;
+    `components` keeps only those components' steps (all of the profile's by default).
     """
     versions = profile.versions
     workdir = (
@@ -292,6 +297,8 @@ def kind_install_steps(
         )
     steps = []
     for name, component, build in plan:
+        if components is not None and component not in components:
+            continue
         path = workdir / f"{name}.yaml"
         if not path.is_file():
             _write(path, build())

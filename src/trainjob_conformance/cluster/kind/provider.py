@@ -233,6 +233,7 @@ class KindStackCluster:
         name: str | None = None,
         for_peers: bool = False,
         bare: bool = False,
+        leave_out: tuple[str, ...] = (),
     ) -> None:
         if image_source not in IMAGE_SOURCES:
             raise ConformanceError(
@@ -249,6 +250,8 @@ class KindStackCluster:
         self.for_peers = for_peers
         # Only `kind create` (the bench's baseline): no wiring, images or stack.
         self.bare = bare
+        # Controllers of the profile this cluster does without (a MultiKueue worker's).
+        self.leave_out = leave_out
         self.docker: DockerDaemon | None = None
         self.record: reclaim.ClusterRecord | None = None
         self.watch: StackWatch | None = None
@@ -261,8 +264,8 @@ class KindStackCluster:
     @property
     def controllers(self) -> list[str]:
         """The controllers this cluster installs: the stack, and the training-operator
-        where the profile pins it."""
-        return [c for c in CONTROLLERS if c in self.profile.versions]
+        where the profile pins it, less those it leaves out."""
+        return [c for c in CONTROLLERS if c in self.profile.versions and c not in self.leave_out]
 
     @property
     def kubeconfig(self) -> Path:
@@ -416,7 +419,8 @@ class KindStackCluster:
         if not self.bare:
             names = ", ".join(self.controllers)
             with step(f"building the release manifests of {names}"):
-                plan = install_plan(self.install_steps(self.profile, kubectl, local))
+                steps = self.install_steps(self.profile, kubectl, local, self.controllers)
+                plan = install_plan(steps)
         self.started = time.monotonic()
         early, late = split_plan(plan)
         with (
@@ -684,6 +688,13 @@ class KindStackCluster:
 # second node (one `kubeadm join`, one more kubelet on the host's cores) made its
 # start, beside the running suite, the suite's longest wait.
 MULTIKUEUE_WORKER_NODES = 0
+# Kueue's MultiKueue mirrors only the job kinds of the integrations it enables
+# (its `GetMultiKueueAdapters` takes the configuration's frameworks, v0.14 to
+# v0.19), and the harness enables batch Jobs, JobSets and TrainJobs
+# (cluster/kueue.py KUEUE_FRAMEWORKS): no PyTorchJob ever reaches a worker, so
+# it runs without the training-operator, its CRDs and its webhooks (one Pod and
+# six large CRDs fewer for an API server that starts beside the suite).
+MULTIKUEUE_WORKER_LEAVES_OUT = ("training-operator",)
 
 
 def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackCluster:
@@ -695,6 +706,7 @@ def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackClust
         workers=MULTIKUEUE_WORKER_NODES,
         name=f"{cluster_name(manager_run_dir)}-mk{os.getpid()}",
         for_peers=True,
+        leave_out=MULTIKUEUE_WORKER_LEAVES_OUT,
     )
 
 
