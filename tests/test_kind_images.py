@@ -8,8 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trainjob_conformance.cluster.kind import docker
-from trainjob_conformance.cluster.kind.images import base_recipe, catalog
+from trainjob_conformance.cluster.kind.images import base_recipe, catalog, store
+from trainjob_conformance.errors import ConformanceError
 
 RECIPE = """\
 # a comment
@@ -124,3 +127,23 @@ def test_local_controller_images_are_recognised_by_existing() -> None:
 
     for component, fragment in CONTROLLER_IMAGES.items():
         assert fragment in catalog.controller_image(component, "v1.0.0")
+
+
+def test_an_image_that_cannot_be_pulled_is_one_line_naming_it_and_the_way_out(monkeypatch) -> None:
+    # The daemon's own answer, as this machine's Docker gave it without a registry.
+    refused = (
+        b'Error response from daemon: Get "https://registry-1.docker.io/v2/": '
+        b"dial tcp: lookup registry-1.docker.io: no such host\n"
+    )
+
+    def docker(args, **_):
+        code = 1 if args[1] in ("image", "pull") else 0
+        return subprocess.CompletedProcess(args, code, b"", refused if args[1] == "pull" else b"")
+
+    monkeypatch.setattr(store.subprocess, "run", docker)
+    with pytest.raises(ConformanceError) as raised:
+        store.pulled("kindest/node:v1.36.3", "use --image-source local")
+    assert str(raised.value) == (
+        "could not pull kindest/node:v1.36.3 (use --image-source local): "
+        + refused.decode().strip()
+    )

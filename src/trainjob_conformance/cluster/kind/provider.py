@@ -45,7 +45,7 @@ from trainjob_conformance.cluster.kind.binaries import (
     node_versions,
 )
 from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
-from trainjob_conformance.cluster.kind.images import catalog
+from trainjob_conformance.cluster.kind.images import catalog, store
 from trainjob_conformance.cluster.kind.manifests import (
     InstallStep,
     StackApplies,
@@ -387,8 +387,13 @@ class KindStackCluster:
             self.images = {"source": "local", **built.digests}
         else:
             upstream = UPSTREAM_NODE_IMAGE.format(**versions)
+            digest = store.pulled(
+                upstream,
+                "--image-source upstream takes the release images from their registries; "
+                "where none is reachable, --image-source local builds them here",
+            )
             node_images = (upstream, upstream)
-            self.images = {"source": "upstream", "node": upstream}
+            self.images = {"source": "upstream", "node": upstream, "node digest": digest}
         self._timed("images", started)
         inotify = kind_nodes.ensure_inotify_instances() if self.workers else None
         if inotify:

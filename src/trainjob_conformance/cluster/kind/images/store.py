@@ -46,6 +46,22 @@ def image_id(image: str) -> str:
     return docker("image", "inspect", "--format", "{{.Id}}", image, what="image inspect").strip()
 
 
+def pulled(image: str, why: str) -> str:
+    """The image in the daemon, pulled from its registry unless it is there already;
+    its registry digest (the image id where it has none). `why` says, in the error,
+    what asked for a pull."""
+    if not present(image):
+        with step(f"pulling {image}"):
+            result = subprocess.run(["docker", "pull", image], capture_output=True, check=False)
+            if result.returncode != 0:
+                lines = result.stderr.decode(errors="replace").strip().splitlines()
+                raise ConformanceError(
+                    f"could not pull {image} ({why}): {lines[-1] if lines else 'no message'}"
+                )
+    digests = docker("image", "inspect", "--format", '{{join .RepoDigests " "}}', image)
+    return digests.split()[0] if digests.split() else image_id(image)
+
+
 def ensure(image: str, build: Callable[[], None], key: str | None = None, save: bool = True) -> str:
     """The image in the daemon: already there, loaded from the cache, or built and saved.
 
