@@ -366,6 +366,12 @@ class KindStackCluster:
         reclaim.reclaim_builds()
         versions = dict(self.profile.versions)
         if self.image_source == "local":
+            # Should this process die while a node image is assembled in a build
+            # container, the run's watchdog removes that container (its owner
+            # label names this process, dead by then), not the next run.
+            owner.ledger.record_command(
+                [sys.executable, "-m", "trainjob_conformance.cluster.kind.reclaim", "--builds"]
+            )
             host_packages.ensure_build_packages()
             binaries = build_node_binaries(self.profile)
         else:

@@ -210,4 +210,8 @@ def delete_if_running(run_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    delete_if_running(Path(sys.argv[1]))
+    # A run's watchdog: `--builds` after an image build, a run directory after `kind create`.
+    if sys.argv[1:] == ["--builds"]:
+        reclaim_builds()
+    else:
+        delete_if_running(Path(sys.argv[1]))
