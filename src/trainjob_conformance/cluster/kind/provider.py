@@ -262,10 +262,14 @@ class KindStackCluster:
         self._client: Kube | None = None
 
     @property
+    def profile_controllers(self) -> list[str]:
+        """The stack's controllers, and the training-operator where the profile pins it."""
+        return [c for c in CONTROLLERS if c in self.profile.versions]
+
+    @property
     def controllers(self) -> list[str]:
-        """The controllers this cluster installs: the stack, and the training-operator
-        where the profile pins it, less those it leaves out."""
-        return [c for c in CONTROLLERS if c in self.profile.versions and c not in self.leave_out]
+        """The controllers this cluster installs: the profile's, less those it leaves out."""
+        return [c for c in self.profile_controllers if c not in self.leave_out]
 
     @property
     def kubeconfig(self) -> Path:
@@ -381,7 +385,7 @@ class KindStackCluster:
         # built manifests are keyed by the controllers' images, so a MultiKueue
         # worker reuses the run's cluster's instead of building its own set
         # beside the suite (13-17 s on the first run of a machine).
-        for key in (c for c in CONTROLLERS if c in versions):
+        for key in self.profile_controllers:
             binaries.update(build_component(key, versions[key]))
         kind_bin, kubectl = binaries["kind"], binaries["kubectl"]
         started = time.monotonic()

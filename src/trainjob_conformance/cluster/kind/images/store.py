@@ -58,8 +58,8 @@ def pulled(image: str, why: str) -> str:
                 raise ConformanceError(
                     f"could not pull {image} ({why}): {lines[-1] if lines else 'no message'}"
                 )
-    digests = docker("image", "inspect", "--format", '{{join .RepoDigests " "}}', image)
-    return digests.split()[0] if digests.split() else image_id(image)
+    digests = docker("image", "inspect", "--format", '{{join .RepoDigests " "}}', image).split()
+    return digests[0] if digests else image_id(image)
 
 
 def ensure(image: str, build: Callable[[], None], key: str | None = None, save: bool = True) -> str:
