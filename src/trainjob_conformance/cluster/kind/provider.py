@@ -561,7 +561,12 @@ class KindStackCluster:
             kind_nodes.wire_pod_network(control_plane)
         kind_nodes.wait_service_routing(kube, control_plane[0].name)
         if self.workers:
-            kind_nodes.open_control_plane(self._kubectl_call(kubectl), control_plane[0].name)
+            self._open_control_plane(kubectl, control_plane[0].name)
+
+    def _open_control_plane(self, kubectl: Path, control_plane: str) -> None:
+        """Lift the control plane's taint for the controllers, once."""
+        if not self.control_plane_open:
+            kind_nodes.open_control_plane(self._kubectl_call(kubectl), control_plane)
             self.control_plane_open = True
 
     def _wait_established(self) -> None:
@@ -592,9 +597,7 @@ class KindStackCluster:
             with step(f"wiring pod networking across {self.workers + 1} nodes"):
                 kind_nodes.wire_pod_network(nodes)
         control_plane = next(n.name for n in nodes if n.control_plane)
-        if not self.control_plane_open:
-            kind_nodes.open_control_plane(self._kubectl_call(kubectl), control_plane)
-            self.control_plane_open = True
+        self._open_control_plane(kubectl, control_plane)
         moved = kind_nodes.settle_system_pods(kube, nodes)
         if moved:
             say(f"restarted on the control plane's subnet: {', '.join(n for _, n in moved)}")

@@ -210,7 +210,8 @@ def delete_if_running(run_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    # A run's watchdog: `--builds` after an image build, a run directory after `kind create`.
+    # Run by a run's watchdog: `--builds` where the run builds node images, its
+    # directory once it has a kind cluster.
     if sys.argv[1:] == ["--builds"]:
         reclaim_builds()
     else:
