@@ -147,3 +147,30 @@ def test_an_image_that_cannot_be_pulled_is_one_line_naming_it_and_the_way_out(mo
         "could not pull kindest/node:v1.36.3 (use --image-source local): "
         + refused.decode().strip()
     )
+
+
+def test_a_rebuilt_held_image_makes_a_new_node_image(monkeypatch, tmp_path: Path) -> None:
+    """The node image's tag pins what it holds by ID, not by version alone: kube-proxy's
+    recipe changed within one Kubernetes version, and a node made before that must not
+    be taken for one made after."""
+    ids = {
+        "registry.k8s.io/kube-proxy:v1.36.3": "sha256:aaa",
+        "registry.k8s.io/pause:3.10.2": "sha256:ppp",
+    }
+
+    def kubeadm_images(versions, binaries, base) -> catalog.BuiltImages:
+        return catalog.BuiltImages(digests=dict(ids))
+
+    tags: list[str] = []
+    monkeypatch.setattr(catalog.node, "base_image", lambda *args: "tjc.local/kind-base:x")
+    monkeypatch.setattr(catalog, "ensure_kubeadm_images", kubeadm_images)
+    monkeypatch.setattr(catalog.node, "node_image", lambda *args: tags.append(args[-1]) or args[-1])
+    monkeypatch.setattr(catalog.store, "image_id", lambda image: "sha256:node")
+    binaries = {name: tmp_path / name for name in catalog.RUNTIME_FILES}
+    versions = {"kubernetes": "v1.36.3", "etcd": "v3.6.16"}
+    catalog.ensure_node(versions, binaries, tmp_path)
+    catalog.ensure_node(versions, binaries, tmp_path)
+    ids["registry.k8s.io/kube-proxy:v1.36.3"] = "sha256:bbb"
+    catalog.ensure_node(versions, binaries, tmp_path)
+    assert tags[0] == tags[1] != tags[2]
+    assert all(tag.startswith("v1.36.3-etcdv3.6.16-") and len(tag) <= 128 - 14 for tag in tags)
