@@ -59,3 +59,23 @@ def test_the_catalog_covers_every_host_tool_the_image_build_calls() -> None:
     names = {package.package for package in host_packages.BUILD_PACKAGES}
     assert {"debootstrap", "libseccomp-dev", "pkg-config", "gcc", "libc6-dev"} <= names
     assert "busybox-static" in names
+
+
+def test_a_builder_reached_without_its_package_says_the_same_line(monkeypatch) -> None:
+    """The pause image's builder, on a host without a C compiler: the run's own check's
+    line (what for, the command, the other image source), not a builder's own wording."""
+    packages = [
+        *_packages({"debootstrap"}),
+        HostPackage("gcc", "the pause program", lambda: False),
+        HostPackage("libc6-dev", "the pause program's static libc", lambda: False),
+    ]
+    monkeypatch.setattr(host_packages, "BUILD_PACKAGES", tuple(packages))
+    host_packages.require("debootstrap")
+    with pytest.raises(ConformanceError) as raised:
+        host_packages.require("gcc", "libc6-dev")
+    line = str(raised.value)
+    assert "\n" not in line
+    assert "gcc for the pause program; libc6-dev for the pause program's static libc" in line
+    assert "apt-get install gcc libc6-dev" in line and "--image-source upstream" in line
+    with pytest.raises(AssertionError):
+        host_packages.require("no-such-package")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainjob_conformance.cluster.kind import install_plan as plans
 from trainjob_conformance.cluster.kind import manifests
 from trainjob_conformance.cluster.kind import provider as kind
 from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies, stack_applies
@@ -30,10 +31,15 @@ def _regrouped(controllers):
     return StackApplies(crds, Path(f"/m/{stem}.rest.yaml"), Path(f"/m/{stem}.hooks.yaml"))
 
 
+def _words(phase: plans.Phase) -> list[str] | str:
+    """A phase as its kubectl command lines, or the CRD wait's label."""
+    return phase.label if phase.crds_established else [" ".join(a) for a in phase.commands]
+
+
 def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_pods():
     operator = InstallStep("training-operator", "training-operator", Path("/m/to.yaml"))
     steps = [*fake_steps(load_profile("latest"), None), operator]
-    plan = [[" ".join(args) for args in phase] for phase in kind.install_plan(steps, _regrouped)]
+    plan = [_words(phase) for phase in plans.install_plan(steps, _regrouped)]
     stem = "/m/jobset+trainer-manager+kueue+training-operator"
 
     def on(namespace: str, deployment: str, action: str) -> str:
@@ -45,7 +51,7 @@ def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_p
             f"apply --server-side -f {stem}.crds-{name}.yaml"
             for name in ("jobset", "trainer-manager", "kueue", "training-operator")
         ],
-        ["wait --for=condition=Established crd --all"],
+        "CRDs established",
         [f"apply --server-side -f {stem}.rest.yaml"],
         [
             on("jobset-system", "jobset-controller-manager", created),
@@ -61,28 +67,29 @@ def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_p
         ],
         ["apply --server-side -f /m/latest/trainer-runtimes.yaml"],
     ]
-    alone = kind.install_plan([operator], _regrouped)
-    assert [[" ".join(a) for a in phase] for phase in alone] == [
+    alone = plans.install_plan([operator], _regrouped)
+    assert [_words(phase) for phase in alone] == [
         ["apply --server-side -f /m/training-operator.crds-training-operator.yaml"],
-        ["wait --for=condition=Established crd --all"],
+        "CRDs established",
         ["apply --server-side -f /m/training-operator.rest.yaml"],
         [on("kubeflow", "training-operator", "rollout status")],
     ]
 
 
 def test_the_crds_and_the_controllers_are_applied_while_kind_joins_the_workers():
-    plan = kind.install_plan(fake_steps(load_profile("latest"), None), _regrouped)
+    plan = plans.install_plan(fake_steps(load_profile("latest"), None), _regrouped)
 
-    early, late = kind.split_plan(plan)
+    early, late = plans.split_plan(plan)
 
     # What needs only the control plane; the controllers' Pods start there.
-    assert [kind._phase_label(p) for p in early] == [
+    assert [phase.label for phase in early] == [
         "apply crds-jobset, apply crds-trainer-manager, apply crds-kueue",
         "CRDs established",
         "apply rest",
     ]
     assert early + late == plan
-    assert kind.split_plan([["apply", "-f", "x.yaml"]]) == ([], [["apply", "-f", "x.yaml"]])
+    only_applies = [plans.Phase((("apply", "-f", "x.yaml"),))]
+    assert plans.split_plan(only_applies) == ([], only_applies)
 
 
 def test_the_stack_is_regrouped_crds_first_and_kueues_webhooks_apart(tmp_path):
@@ -208,7 +215,7 @@ def test_a_crd_without_conditions_yet_is_not_established():
         crd("empty", {"conditions": None}),
         crd("names-accepted", {"conditions": [{"type": "NamesAccepted", "status": "True"}]}),
     ]
-    assert kind.not_established(crds) == ["fresh", "empty", "names-accepted"]
+    assert plans.not_established(crds) == ["fresh", "empty", "names-accepted"]
 
 
 def test_deleting_a_cluster_removes_both_its_kubeconfigs(tmp_path, monkeypatch):

@@ -85,6 +85,27 @@ def apt_install(packages: Sequence[str]) -> None:
             raise ConformanceError(f"{' '.join(args)} failed: {tail}")
 
 
+def _lacks(lacking: Sequence[HostPackage]) -> str:
+    """What the host lacks, what for, and the way out, in one line."""
+    uses = "; ".join(f"{p.package} for {p.used_for}" for p in lacking)
+    return (
+        f"the kind images are built on this host and it lacks {uses}: "
+        f"apt-get install {' '.join(p.package for p in lacking)} (as root; the harness does "
+        "it when run as root), or use --image-source upstream where the registries are reachable"
+    )
+
+
+def require(*names: str) -> None:
+    """The builder of one image checks its own packages here, with the same presence
+    tests and the same line as the run's check before any build (ensure_build_packages):
+    a builder can be reached without that check (a cache wiped between runs)."""
+    wanted = [package for package in BUILD_PACKAGES if package.package in names]
+    assert len(wanted) == len(names), f"not a build package: {names}"
+    lacking = missing(wanted)
+    if lacking:
+        raise ConformanceError(_lacks(lacking))
+
+
 def missing(packages: Sequence[HostPackage] = BUILD_PACKAGES) -> list[HostPackage]:
     return [package for package in packages if not package.present()]
 
@@ -100,15 +121,10 @@ def ensure_build_packages(
     if not lacking:
         return []
     names = [package.package for package in lacking]
-    uses = "; ".join(f"{p.package} for {p.used_for}" for p in lacking)
     if may_install is None:
         may_install = os.geteuid() == 0 and shutil.which("apt-get") is not None
     if not may_install:
-        raise ConformanceError(
-            f"the kind images are built on this host and it lacks {uses}: "
-            f"apt-get install {' '.join(names)} (as root; the harness does it when run as "
-            "root), or use --image-source upstream where the registries are reachable"
-        )
+        raise ConformanceError(_lacks(lacking))
     with step(f"installing {' '.join(names)} from Debian's repositories (for the kind images)"):
         install(names)
     still = [package.package for package in missing(lacking)]

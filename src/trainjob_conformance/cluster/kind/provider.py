@@ -3,7 +3,7 @@
 The install takes what the upstream e2e setups take: JobSet's and Kueue's
 release manifests, the Trainer's manager and runtimes overlays (and the
 training-operator's where the profile pins it), regrouped into a few applies
-(`install_plan`), the first of them while kind still joins the workers. The
+(cluster/kind/install_plan.py), the first of them while kind still joins the workers. The
 manifests are built from the release sources (cluster/kind/manifests.py), the
 same files the e2e suite dry-runs against a real API server.
 
@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, IMAGES_PULLED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
@@ -46,12 +46,15 @@ from trainjob_conformance.cluster.kind.binaries import (
 )
 from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
 from trainjob_conformance.cluster.kind.images import catalog, store
-from trainjob_conformance.cluster.kind.manifests import (
-    InstallStep,
-    StackApplies,
-    kind_install_steps,
-    stack_applies,
+from trainjob_conformance.cluster.kind.install_plan import (
+    CONTROLLERS,
+    ROLLOUT_TIMEOUT,
+    Phase,
+    install_plan,
+    not_established,
+    split_plan,
 )
+from trainjob_conformance.cluster.kind.manifests import InstallStep, kind_install_steps
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
@@ -68,22 +71,6 @@ from trainjob_conformance.stack.gobuild import build_component, module_source
 from trainjob_conformance.stack.profiles import COMPONENT_KEYS, Profile
 
 UPSTREAM_NODE_IMAGE = "kindest/node:{kubernetes}"
-CONTROLLERS = {
-    "jobset": ("jobset-system", "jobset-controller-manager", "control-plane=controller-manager"),
-    "trainer": (
-        "kubeflow-system",
-        "kubeflow-trainer-controller-manager",
-        "app.kubernetes.io/name=trainer",
-    ),
-    "kueue": ("kueue-system", "kueue-controller-manager", "control-plane=controller-manager"),
-    # Only where the profile pins it (latest): its policies are skipped elsewhere.
-    "training-operator": (
-        "kubeflow",
-        "training-operator",
-        "control-plane=kubeflow-training-operator",
-    ),
-}
-_ROLLOUT_TIMEOUT = "300s"
 IMAGE_SOURCES = ("local", "upstream")
 # Workers beside the control plane: enough for a label that splits the nodes and
 # a topology zone of two nodes (cluster/kind/nodes.py); each is a container on
@@ -91,106 +78,25 @@ IMAGE_SOURCES = ("local", "upstream")
 WORKERS = len(kind_nodes.WORKER_ZONES)
 
 
-# The install steps that carry a controller, and whose rollout each one's is.
-_ROLLOUT_AFTER = {
-    "jobset": "jobset",
-    "trainer-manager": "trainer",
-    "kueue": "kueue",
-    "training-operator": "training-operator",
-}
-
-
-# After the CRDs' apply: every controller's manager needs some of them at its start (the
-# Trainer JobSet's, Kueue's TrainJob integration the Trainer's). Not `kubectl wait
-# --for=condition=Established`: it fails at once on a CRD whose status has no
-# conditions yet (".status.conditions accessor error"), which a worker cluster
-# installing beside a running suite met; the provider polls instead.
-_ESTABLISHED = ["wait", "--for=condition=Established", "crd", "--all"]
+# The wait for the CRDs (install_plan.Phase says why the provider polls).
 _ESTABLISHED_TIMEOUT = 60.0
 # kind's own bound on a cluster's creation is its --wait, which the provider does
 # not use; this only guards against a kind that never returns.
 _KIND_CREATE_TIMEOUT = 600.0
 
 
-def split_plan(plan: list[list[list[str]]]) -> tuple[list[list[list[str]]], list[list[list[str]]]]:
-    """The phases that need only the control plane (the CRDs, their wait, the
-    controllers, which start on the control-plane node) and so run while kind joins
-    the workers; and the rest."""
-    if [_ESTABLISHED] not in plan:
-        return [], plan
-    cut = plan.index([_ESTABLISHED]) + 2
-    return plan[:cut], plan[cut:]
-
-
-def not_established(crds: list[dict[str, Any]]) -> list[str]:
-    """Names of the CRDs without an Established=True condition (none yet counts)."""
-    return [
-        crd["metadata"]["name"]
-        for crd in crds
-        if not any(
-            c.get("type") == "Established" and c.get("status") == "True"
-            for c in (crd.get("status") or {}).get("conditions") or []
-        )
-    ]
-
-
-def install_plan(
-    steps: list[InstallStep],
-    regroup: Callable[[list[InstallStep]], StackApplies] = stack_applies,
-) -> list[list[list[str]]]:
-    """Phases of kubectl argument lists that install the stack, in dependency order;
-    the commands of one phase run at once.
-
-    Every controller's namespaces and CRDs first, one wait for the CRDs, then the
-    controllers all at once; Kueue's webhook configurations once the other
-    controllers' Pods exist (cluster/kind/manifests.py stack_applies says why);
-    then the rollouts together, since each mostly waits for its webhook
-    certificate to reach its Pod through a Secret volume; what their webhooks
-    judge (the Trainer's runtimes) goes last.
-    """
-
-    def on_deployment(component: str, *args: str) -> list[str]:
-        namespace, deployment, _ = CONTROLLERS[component]
-        return ["-n", namespace, *args, f"deployment/{deployment}", f"--timeout={_ROLLOUT_TIMEOUT}"]
-
-    def apply(path: Path) -> list[str]:
-        return ["apply", "--server-side", "-f", str(path)]
-
-    controllers = [s for s in steps if s.name in _ROLLOUT_AFTER]
-    phases: list[list[list[str]]] = []
-    if controllers:
-        components = [_ROLLOUT_AFTER[s.name] for s in controllers]
-        applies = regroup(controllers)
-        phases.append([apply(path) for path in applies.foundations])
-        phases += [[_ESTABLISHED], [apply(applies.controllers)]]
-        if "kueue" in components:
-            others = [c for c in components if c != "kueue"]
-            if others:
-                # Each Deployment has one replica: status.replicas is 1 once its Pod exists.
-                phases.append(
-                    [
-                        on_deployment(c, "wait", "--for=jsonpath={.status.replicas}=1")
-                        for c in others
-                    ]
-                )
-            phases.append([apply(applies.late_webhooks)])
-        phases.append([on_deployment(c, "rollout", "status") for c in components])
-    phases.extend([apply(s.path)] for s in steps if s.name not in _ROLLOUT_AFTER)
-    return phases
-
-
 def _as_they_end(
-    running: list[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]],
-) -> Iterator[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]]:
+    running: list[tuple[tuple[str, ...], subprocess.Popen[bytes], IO[bytes]]],
+) -> Iterator[tuple[tuple[str, ...], subprocess.Popen[bytes], IO[bytes]]]:
     """Each (args, process, output) once its process has exited, in the order they end.
 
     Each kubectl bounds itself with its own --timeout; the bound here only
     guards against one that never returns.
     """
     pending = list(running)
-    bound = float(_ROLLOUT_TIMEOUT.rstrip("s")) + 60
+    bound = float(ROLLOUT_TIMEOUT.rstrip("s")) + 60
 
-    def ended() -> list[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]] | NotYet:
+    def ended() -> list[tuple[tuple[str, ...], subprocess.Popen[bytes], IO[bytes]]] | NotYet:
         done = [entry for entry in pending if entry[1].poll() is not None]
         return done or NotYet(f"still running: {[' '.join(e[0]) for e in pending]}")
 
@@ -198,20 +104,6 @@ def _as_they_end(
         for entry in wait_for("kubectl commands run at once to end", ended, bound, interval=0.2):
             pending.remove(entry)
             yield entry
-
-
-def _phase_label(phase: list[list[str]]) -> str:
-    """A phase of the install plan in a few words, for the timings."""
-    words = []
-    for args in phase:
-        if args[0] == "apply":
-            words.append(f"apply {Path(args[-1]).name.removesuffix('.yaml').split('.')[-1]}")
-        elif args[0] == "wait":
-            words.append("CRDs established")
-        else:
-            action = "Pod created" if args[2] == "wait" else args[2]
-            words.append(f"{action} {args[-2].split('/')[-1]}")
-    return ", ".join(words)
 
 
 def cluster_name(run_dir: Path) -> str:
@@ -288,7 +180,7 @@ class KindStackCluster:
                 f"kubectl {' '.join(args)} failed: {(result.stderr or result.stdout).strip()}{seen}"
             )
 
-    def _kubectl_at_once(self, kubectl: Path, commands: list[list[str]]) -> None:
+    def _kubectl_at_once(self, kubectl: Path, commands: tuple[tuple[str, ...], ...]) -> None:
         """Run these kubectl commands side by side; the first failure's error, as
         `_kubectl` words it, once all have ended. Each rollout's time goes into the
         timings (`rollout <deployment>`); whatever still runs when this is interrupted
@@ -297,7 +189,7 @@ class KindStackCluster:
             self._kubectl(kubectl, *commands[0])
             return
         started = time.monotonic()
-        running: list[tuple[list[str], subprocess.Popen[bytes], IO[bytes]]] = []
+        running: list[tuple[tuple[str, ...], subprocess.Popen[bytes], IO[bytes]]] = []
         failed = []
         with contextlib.ExitStack() as files:
             try:
@@ -309,7 +201,7 @@ class KindStackCluster:
                     )  # fmt: skip
                     running.append((args, process, output))
                 for args, process, output in _as_they_end(running):
-                    if args[2:3] == ["rollout"]:
+                    if args[2:3] == ("rollout",):
                         took = round(time.monotonic() - started, 1)
                         self.timings[f"rollout {args[4].split('/')[-1]}"] = took
                     if process.returncode != 0:
@@ -434,7 +326,7 @@ class KindStackCluster:
         owner.ledger.record_command(
             [sys.executable, "-m", "trainjob_conformance.cluster.kind.reclaim", str(self.run_dir)]
         )
-        plan: list[list[list[str]]] = []
+        plan: list[Phase] = []
         if not self.bare:
             names = ", ".join(self.controllers)
             with step(f"building the release manifests of {names}"):
@@ -506,15 +398,15 @@ class KindStackCluster:
                 f"kind create cluster failed: {lines[-1:]}; node journal:\n{self._journal_tail()}"
             )
 
-    def _run_phases(self, kubectl: Path, phases: list[list[list[str]]], first: int) -> None:
+    def _run_phases(self, kubectl: Path, phases: list[Phase], first: int) -> None:
         """Run install phases in order, each timed as `install N: ...`."""
         for number, phase in enumerate(phases, first):
             began = time.monotonic()
-            if phase == [_ESTABLISHED]:
+            if phase.crds_established:
                 self._wait_established()
             else:
-                self._kubectl_at_once(kubectl, phase)
-            self._timed(f"install {number}: {_phase_label(phase)}", began)
+                self._kubectl_at_once(kubectl, phase.commands)
+            self._timed(f"install {number}: {phase.label}", began)
 
     def _control_plane_answers(self, kind_ended: Callable[[], int | None]) -> bool:
         """Wait until kind's control plane serves the admin user (kubeadm binds its group

@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from trainjob_conformance.cluster.kind.host_packages import require
 from trainjob_conformance.cluster.kind.images import base_recipe
 from trainjob_conformance.cluster.kind.images.store import (
     add_file,
@@ -90,10 +91,7 @@ def debian_image(suite: str, packages: list[str]) -> str:
     image = f"{LOCAL}/debian-minbase:{suite}"
 
     def build() -> None:
-        if shutil.which("debootstrap") is None:
-            raise ConformanceError(
-                "the kind node is built from Debian with debootstrap: apt-get install debootstrap"
-            )
+        require("debootstrap")
         rootfs = cache_root() / "work" / f"debootstrap-{suite}"
         shutil.rmtree(rootfs, ignore_errors=True)
         try:

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from trainjob_conformance.cluster.kind.host_packages import require
 from trainjob_conformance.cluster.kind.images.store import (
     add_file,
     build_from_context,
@@ -62,9 +63,9 @@ int main(void) {
 
 
 def build_pause(image: str) -> None:
+    require("gcc", "libc6-dev")
     cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        raise ConformanceError("no C compiler for the pause image: apt-get install gcc libc6-dev")
+    assert cc is not None
     context = fresh_context(image)
     source = context / "pause.c"
     source.write_text(PAUSE_C)
@@ -86,14 +87,12 @@ BUSYBOX = Path("/bin/busybox")
 
 def busybox_version() -> str:
     """The installed busybox-static package's version (the cache key of the image)."""
-    result = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Version}", "busybox-static"], capture_output=True, text=True
-    )
-    if result.returncode != 0 or not result.stdout:
-        raise ConformanceError(
-            "the test image is built from Debian's busybox-static: apt-get install busybox-static"
-        )
-    return result.stdout.strip()
+    require("busybox-static")
+    version = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", "busybox-static"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return version.stdout.strip()
 
 
 def build_busybox(image: str) -> None:

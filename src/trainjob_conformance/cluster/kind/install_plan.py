@@ -1,0 +1,135 @@
+"""The order in which a kind cluster takes the stack: phases of kubectl commands run
+side by side, and the one wait kubectl cannot do.
+
+Every controller's namespaces and CRDs first, one wait for the CRDs, then the
+controllers all at once; Kueue's webhook configurations once the other
+controllers' Pods exist (cluster/kind/manifests.py stack_applies says why); then
+the rollouts together, since each mostly waits for its webhook certificate to
+reach its Pod through a Secret volume; what their webhooks judge (the Trainer's
+runtimes) goes last. The provider (cluster/kind/provider.py) runs the phases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies, stack_applies
+
+# Namespace, Deployment and Pod label of each controller the release manifests install.
+CONTROLLERS = {
+    "jobset": ("jobset-system", "jobset-controller-manager", "control-plane=controller-manager"),
+    "trainer": (
+        "kubeflow-system",
+        "kubeflow-trainer-controller-manager",
+        "app.kubernetes.io/name=trainer",
+    ),
+    "kueue": ("kueue-system", "kueue-controller-manager", "control-plane=controller-manager"),
+    # Only where the profile pins it (latest): its policies are skipped elsewhere.
+    "training-operator": (
+        "kubeflow",
+        "training-operator",
+        "control-plane=kubeflow-training-operator",
+    ),
+}
+ROLLOUT_TIMEOUT = "300s"
+# The install steps that carry a controller, and whose rollout each one's is.
+_ROLLOUT_AFTER = {
+    "jobset": "jobset",
+    "trainer-manager": "trainer",
+    "kueue": "kueue",
+    "training-operator": "training-operator",
+}
+
+
+@dataclass(frozen=True)
+class Phase:
+    """kubectl commands run at once; or, with none, the wait for every CRD to be
+    Established. Every controller's manager needs some CRDs at its start (the
+    Trainer JobSet's, Kueue's TrainJob integration the Trainer's). Not `kubectl wait
+    --for=condition=Established`: it fails at once on a CRD whose status has no
+    conditions yet (".status.conditions accessor error"), which a worker cluster
+    installing beside a running suite met; the provider polls instead."""
+
+    commands: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def crds_established(self) -> bool:
+        return not self.commands
+
+    @property
+    def label(self) -> str:
+        """The phase in a few words, for the timings."""
+        if self.crds_established:
+            return "CRDs established"
+        words = []
+        for args in self.commands:
+            if args[0] == "apply":
+                words.append(f"apply {Path(args[-1]).name.removesuffix('.yaml').split('.')[-1]}")
+            else:
+                action = "Pod created" if args[2] == "wait" else args[2]
+                words.append(f"{action} {args[-2].split('/')[-1]}")
+        return ", ".join(words)
+
+
+CRDS_ESTABLISHED = Phase()
+
+
+def _kubectl(*commands: Sequence[str]) -> Phase:
+    return Phase(tuple(tuple(args) for args in commands))
+
+
+def install_plan(
+    steps: list[InstallStep],
+    regroup: Callable[[list[InstallStep]], StackApplies] = stack_applies,
+) -> list[Phase]:
+    """The phases that install the stack, in dependency order."""
+
+    def on_deployment(component: str, *args: str) -> list[str]:
+        namespace, deployment, _ = CONTROLLERS[component]
+        return ["-n", namespace, *args, f"deployment/{deployment}", f"--timeout={ROLLOUT_TIMEOUT}"]
+
+    def apply(path: Path) -> list[str]:
+        return ["apply", "--server-side", "-f", str(path)]
+
+    controllers = [s for s in steps if s.name in _ROLLOUT_AFTER]
+    phases: list[Phase] = []
+    if controllers:
+        components = [_ROLLOUT_AFTER[s.name] for s in controllers]
+        applies = regroup(controllers)
+        phases.append(_kubectl(*(apply(path) for path in applies.foundations)))
+        phases += [CRDS_ESTABLISHED, _kubectl(apply(applies.controllers))]
+        if "kueue" in components:
+            others = [c for c in components if c != "kueue"]
+            if others:
+                # Each Deployment has one replica: status.replicas is 1 once its Pod exists.
+                created = "--for=jsonpath={.status.replicas}=1"
+                phases.append(_kubectl(*(on_deployment(c, "wait", created) for c in others)))
+            phases.append(_kubectl(apply(applies.late_webhooks)))
+        phases.append(_kubectl(*(on_deployment(c, "rollout", "status") for c in components)))
+    phases.extend(_kubectl(apply(s.path)) for s in steps if s.name not in _ROLLOUT_AFTER)
+    return phases
+
+
+def split_plan(plan: list[Phase]) -> tuple[list[Phase], list[Phase]]:
+    """The phases that need only the control plane (the CRDs, their wait, the
+    controllers, which start on the control-plane node) and so run while kind joins
+    the workers; and the rest."""
+    if CRDS_ESTABLISHED not in plan:
+        return [], plan
+    cut = plan.index(CRDS_ESTABLISHED) + 2
+    return plan[:cut], plan[cut:]
+
+
+def not_established(crds: list[dict[str, Any]]) -> list[str]:
+    """Names of the CRDs without an Established=True condition (none yet counts)."""
+    return [
+        crd["metadata"]["name"]
+        for crd in crds
+        if not any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in (crd.get("status") or {}).get("conditions") or []
+        )
+    ]
