@@ -314,12 +314,36 @@ def test_the_kind_bench_reports_both_ratios_from_its_own_figures():
         suite_wall=150.0,
         suite_exit=0,
         results={"pass": 38, "known-gap": 4},
+        embedded_suite=100.0,
     )
     assert kind.stack_ready == 87.0  # the cached images step is not the cluster's start
     assert round(kind.start_ratio, 2) == 2.9
-    text = table(kind, embedded_suite=100.0)
+    text = table([kind])
     assert "**2.90x**" in text and "**1.50x**" in text
     assert "38 pass" in text and "4 known-gap" in text
+    assert "min / median / max" not in text  # one run: nothing to spread
+
+
+def test_several_kind_rounds_give_each_run_and_the_spread_of_both_ratios():
+    from trainjob_conformance.bench.kind import KindBench, table
+
+    def round_(bare: float, ready: float, suite: float, embedded: float) -> KindBench:
+        return KindBench(bare, {"ready": ready}, suite, 0, {"pass": 37}, embedded)
+
+    # Each round's suite ratio is over its own run's embedded suite, not a median of them.
+    runs = [
+        round_(25.0, 50.0, 90.0, 45.0),
+        round_(20.0, 50.0, 88.0, 44.0),
+        round_(25.0, 45.0, 99.0, 45.0),
+    ]
+    assert [round(k.suite_ratio, 2) for k in runs] == [2.0, 2.0, 2.2]
+    lines = table(runs).splitlines()
+    header = next(line for line in lines if line.startswith("| | run 1"))
+    assert header == "| | run 1 | run 2 | run 3 | min / median / max |"
+    start = next(line for line in lines if "ratio to bare create" in line)
+    assert start.endswith("| **2.00x** | **2.50x** | **1.80x** | 1.80x / 2.00x / 2.50x |")
+    suite = next(line for line in lines if "ratio to the embedded suite" in line)
+    assert suite.endswith("| 2.00x / 2.00x / 2.20x |")
 
 
 def test_the_kind_start_is_the_providers_wall_time_when_the_install_overlaps_kind():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,13 +26,17 @@ def run_bench(
 ) -> int:
     """Measure `runs` times; write bench.json and bench.md; exit 1 if any suite failed.
 
-    With `kind`, then the kind provider against a bare `kind create`, and the suite
-    on kind against the embedded suite of the same bench (bench/kind.py)."""
+    With `kind`, each run then benches the kind provider against a bare `kind create`,
+    and the suite on kind against that run's embedded suite (bench/kind.py)."""
     done: list[BenchRun] = []
+    on_kind: list[kind_bench.KindBench] = []
     for index in range(1, runs + 1):
-        done.append(
-            bench_once(index, profile, run_dir / f"run-{index}", workers, pytest_args, on_run_dir)
-        )
+        where = run_dir / f"run-{index}"
+        done.append(bench_once(index, profile, where, workers, pytest_args, on_run_dir))
+        if kind:
+            round_ = _bench_kind(profile, where, workers, pytest_args, on_run_dir)
+            round_.embedded_suite = done[-1].suite_wall
+            on_kind.append(round_)
     meta = {
         "profile": profile.name,
         "workers": workers,
@@ -42,21 +45,20 @@ def run_bench(
         "run_dir": str(run_dir),
     }
     data, markdown, text = summary.write(done, meta, output)
-    on_kind = None
-    if kind:
-        on_kind = _bench_kind(profile, run_dir, workers, pytest_args, on_run_dir)
-        embedded = statistics.median(run.suite_wall for run in done)
-        section = kind_bench.table(on_kind, embedded)
-        text += section
+    if on_kind:
+        text += kind_bench.table(on_kind)
         markdown.write_text(text)
         written = json.loads(data.read_text())
-        written["kind"] = {**on_kind.to_json(), "embedded_suite_median": embedded}
+        written["kind"] = {
+            "runs": [round_.to_json() for round_ in on_kind],
+            "start_ratio": kind_bench.spread([round_.start_ratio for round_ in on_kind]),
+            "suite_ratio": kind_bench.spread([round_.suite_ratio for round_ in on_kind]),
+        }
         data.write_text(json.dumps(written, indent=2) + "\n")
     print(text)
     say(f"bench results: {data} and {markdown}")
     failed = [str(run.index) for run in done if run.suite_exit != 0]
-    if on_kind is not None and on_kind.suite_exit != 0:
-        failed.append("kind")
+    failed += [f"{i} on kind" for i, k in enumerate(on_kind, 1) if k.suite_exit != 0]
     if failed:
         say(f"the suite did not pass in run(s) {', '.join(failed)}: see {run_dir}")
         return 1
