@@ -110,8 +110,10 @@ def ensure_kubeadm_images(
 
 
 # What kube-proxy's iptables mode runs besides its binary: iptables and ip6tables
-# with their save and restore commands (set to legacy, as kind's node entrypoint
-# chooses on hosts whose rules are legacy). Only these, their shared libraries
+# with their save and restore commands, set to legacy. kind's node entrypoint
+# picks its own mode at boot (nft on this machine class, from the rules Docker
+# puts into each node); the kernel applies both, so Services work either way
+# (docs/kind.md). Only these commands, their shared libraries
 # and iptables' extension modules go into the image, the way the releases'
 # distroless-iptables image is made: a node unpacks every image it runs at
 # boot, and the whole Debian base (513 MB) cost each node about 6 CPU-seconds
