@@ -185,3 +185,32 @@ def test_a_policy_is_judged_by_its_tests_that_ran_not_one_skipped_for_a_capabili
         "TJ-EDIT-008": ("known-gap", "gap"),
         "KQ-TAS-002": ("skipped", "one node"),
     }
+
+
+def test_a_break_the_cluster_cannot_host_is_not_run_with_its_reason(tmp_path, monkeypatch):
+    """A stopped manager on a cluster whose managers are not the harness's processes
+    (kind, a user's): its pairs are `not-run` with the reason, nothing is applied, and
+    they do not turn prove's exit into "could not be judged"."""
+    from types import SimpleNamespace
+
+    from trainjob_conformance.policies.breaks import MANAGER, Break
+    from trainjob_conformance.prove import runner
+    from trainjob_conformance.prove.plan import Step, Target
+    from trainjob_conformance.prove.table import NOT_RUN
+
+    def never(*args: object) -> None:
+        raise AssertionError("nothing is applied on a cluster that cannot host the break")
+
+    monkeypatch.setattr(runner, "AppliedBreak", never)
+    said: list[str] = []
+    context = SimpleNamespace(
+        baseline={"TJ-STACK-001": ("pass", "")},
+        settings=SimpleNamespace(kubeconfig=tmp_path / "kind-kubeconfig.yaml"),
+        catalog={},
+        progress=said.append,
+    )
+    item = Break("jobset-manager-stopped", MANAGER, "JobSet's manager stopped", component="jobset")
+    rows = runner.run_step(context, Step(item, [Target("TJ-STACK-001", "FAIL")]))  # type: ignore[arg-type]
+    assert [(r.policy, r.outcome) for r in rows] == [("TJ-STACK-001", NOT_RUN)]
+    assert rows[0].reason.startswith("stopping the jobset manager is done only on an embedded")
+    assert said == [f"break jobset-manager-stopped: not on this cluster ({rows[0].reason})"]

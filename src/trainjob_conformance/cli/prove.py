@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -104,7 +105,9 @@ def run_prove(args: argparse.Namespace) -> int:
         report = _on_embedded(args.profile, run_dir, request, progress)
     paths = report.write(report_dir)
     for row in report.rows:
-        print(f"{row.policy:<28} {row.break_name:<48} {row.outcome:<9} {row.reason[:110]}")
+        # Cut at a word, marked: a reason cut mid-phrase read as a whole one.
+        reason = textwrap.shorten(row.reason, 110, placeholder=" ...")
+        print(f"{row.policy:<28} {row.break_name:<48} {row.outcome:<9} {reason}")
     for line in report.restored:
         print(f"NOT RESTORED {line}")
     print(report.summary())

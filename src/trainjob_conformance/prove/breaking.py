@@ -61,6 +61,14 @@ def probe_namespace(item: Break) -> str:
     return f"tjc-prove-{item.label_value.replace('.', '-')[:44]}-{uuid.uuid4().hex[:6]}"
 
 
+def cannot_host(item: Break, kubeconfig: Path) -> str | None:
+    """Why this cluster cannot take the break, so its pairs are not run (a capability
+    the cluster lacks, not a test that could not fail), or None."""
+    if item.kind == MANAGER:
+        return managers.not_here(kubeconfig, item.component)
+    return None
+
+
 class AppliedBreak:
     """One break on one cluster: apply(), then revert() (also after a failure)."""
 

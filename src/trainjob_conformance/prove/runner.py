@@ -26,7 +26,7 @@ from trainjob_conformance.lifecycle.interrupts import interruptible_child
 from trainjob_conformance.paths import suite
 from trainjob_conformance.policies.breaks import BREAK_LABEL, Break
 from trainjob_conformance.policies.catalog import Policy
-from trainjob_conformance.prove.breaking import AppliedBreak
+from trainjob_conformance.prove.breaking import AppliedBreak, cannot_host
 from trainjob_conformance.prove.plan import Plan, Step
 from trainjob_conformance.prove.table import DETECTED, ERROR, MISSED, NOT_RUN, Row
 from trainjob_conformance.report.model import ERROR as ERROR_WORD
@@ -200,6 +200,12 @@ def run_step(context: StepContext, step: Step) -> list[Row]:
     ]
     if not runnable:
         return rows
+    unhosted = cannot_host(item, context.settings.kubeconfig)
+    if unhosted is not None:
+        context.progress(f"break {item.name}: not on this cluster ({unhosted})")
+        return rows + [
+            _row(context, item, t.policy, t.verdict, "", NOT_RUN, unhosted, 0.0) for t in runnable
+        ]
     began = time.monotonic()
     applied = AppliedBreak(context.kube, item, context.variables, context.settings.kubeconfig)
     try:
