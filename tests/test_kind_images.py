@@ -174,3 +174,28 @@ def test_a_rebuilt_held_image_makes_a_new_node_image(monkeypatch, tmp_path: Path
     catalog.ensure_node(versions, binaries, tmp_path)
     assert tags[0] == tags[1] != tags[2]
     assert all(tag.startswith("v1.36.3-etcdv3.6.16-") and len(tag) <= 128 - 14 for tag in tags)
+
+
+@pytest.mark.parametrize(
+    ("version", "mode"),
+    [("iptables v1.8.9 (nf_tables)\n", "nft"), ("iptables v1.8.9 (legacy)\n", "legacy")],
+)
+def test_kube_proxy_takes_the_iptables_mode_the_node_will(monkeypatch, version, mode) -> None:
+    """kind's node entrypoint counts each mode's rules in a new node, where only
+    Docker's (written with the host's iptables) are: kube-proxy's image follows the
+    host's iptables, so its rules sit beside the node's."""
+    monkeypatch.setattr(catalog.shutil, "which", lambda name, path=None: "/usr/sbin/iptables")
+    monkeypatch.setattr(
+        catalog.subprocess,
+        "run",
+        lambda *a, **k: subprocess.CompletedProcess(a[0], 0, stdout=version, stderr=""),
+    )
+    assert catalog.host_iptables_mode() == mode
+    script = catalog._slim_iptables(mode)
+    assert f"update-alternatives --set iptables /usr/sbin/iptables-{mode}\n" in script
+    assert f"/usr/sbin/xtables-{mode}-multi" in script
+
+
+def test_without_iptables_on_the_host_kube_proxy_is_legacy(monkeypatch) -> None:
+    monkeypatch.setattr(catalog.shutil, "which", lambda name, path=None: None)
+    assert catalog.host_iptables_mode() == "legacy"

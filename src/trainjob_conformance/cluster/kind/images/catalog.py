@@ -9,6 +9,9 @@ the manifests are pointed at them.
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,31 +105,33 @@ def ensure_kubeadm_images(
         store.docker("tag", pause, alias, what="tag pause")
         built.digests[alias] = built.digests[pause]
     proxy = f"registry.k8s.io/kube-proxy:{versions['kubernetes']}"
+    mode = host_iptables_mode()
     built.digests[proxy] = store.ensure(
-        proxy, lambda: build_kube_proxy(proxy, base, binaries["kube-proxy"]),
-        key=f"kube-proxy-{versions['kubernetes']}-slim-{base.replace('/', '_')}",
+        proxy, lambda: build_kube_proxy(proxy, base, binaries["kube-proxy"], mode),
+        key=f"kube-proxy-{versions['kubernetes']}-{mode}-{base.replace('/', '_')}",
     )  # fmt: skip
     return built
 
 
 # What kube-proxy's iptables mode runs besides its binary: iptables and ip6tables
-# with their save and restore commands, set to legacy. kind's node entrypoint
-# picks its own mode at boot (nft on this machine class, from the rules Docker
-# puts into each node); the kernel applies both, so Services work either way
-# (docs/kind.md). Only these commands, their shared libraries
-# and iptables' extension modules go into the image, the way the releases'
-# distroless-iptables image is made: a node unpacks every image it runs at
-# boot, and the whole Debian base (513 MB) cost each node about 6 CPU-seconds
-# of containerd before its kube-proxy started (docs/kind.md).
+# with their save and restore commands, in one mode. Only these commands, their
+# shared libraries and iptables' extension modules go into the image, the way the
+# releases' distroless-iptables image is made: a node unpacks every image it
+# runs at boot, and the whole Debian base (513 MB) cost each node about 6
+# CPU-seconds of containerd before its kube-proxy started (docs/kind.md).
 _IPTABLES_COMMANDS = " ".join(
     f"/usr/sbin/{family}{suffix}"
     for family in ("iptables", "ip6tables")
     for suffix in ("", "-save", "-restore")
 )
-_SLIM_IPTABLES = f"""\
+
+
+def _slim_iptables(mode: str) -> str:
+    """The build step that copies iptables in `mode` out of the node's base into /slim."""
+    return f"""\
 set -e
-update-alternatives --set iptables /usr/sbin/iptables-legacy
-update-alternatives --set ip6tables /usr/sbin/ip6tables-legacy
+update-alternatives --set iptables /usr/sbin/iptables-{mode}
+update-alternatives --set ip6tables /usr/sbin/ip6tables-{mode}
 mkdir -p /slim/run /slim/tmp
 for link in {_IPTABLES_COMMANDS}; do
   path=$link
@@ -139,18 +144,31 @@ for link in {_IPTABLES_COMMANDS}; do
 done
 modules=$(ls -d /usr/lib/*/xtables)
 cp -a --parents $modules /slim
-for elf in /usr/sbin/xtables-legacy-multi $modules/*.so; do ldd "$elf"; done \
+for elf in /usr/sbin/xtables-{mode}-multi $modules/*.so; do ldd "$elf"; done \
   | awk 'substr($3, 1, 1) == "/" {{print $3}} substr($1, 1, 1) == "/" {{print $1}}' \
   | sort -u \
   | while read -r library; do cp -L --parents "$library" /slim; done
 """
 
 
-def build_kube_proxy(image: str, base: str, binary: Path) -> None:
+def host_iptables_mode() -> str:
+    """The iptables mode kind's node entrypoint will pick on this host, so kube-proxy's
+    rules sit beside the node's own: it counts the rules in each mode inside a new
+    node, where the only ones are those Docker wrote for its DNS with the host's
+    `iptables` (nft on this machine class). Legacy where that cannot be read."""
+    # /usr/sbin is not on every user's PATH.
+    iptables = shutil.which("iptables", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    if iptables is None:
+        return "legacy"
+    found = subprocess.run([iptables, "--version"], capture_output=True, text=True, check=False)
+    return "nft" if "nf_tables" in found.stdout else "legacy"
+
+
+def build_kube_proxy(image: str, base: str, binary: Path, mode: str) -> None:
     """kube-proxy and the iptables it runs, copied out of the node's own Debian base."""
     context = store.fresh_context(image)
     store.add_file(context, binary, "kube-proxy")
-    (context / "slim-iptables.sh").write_text(_SLIM_IPTABLES)
+    (context / "slim-iptables.sh").write_text(_slim_iptables(mode))
     dockerfile = (
         f"FROM {base} AS iptables\n"
         "COPY slim-iptables.sh /slim-iptables.sh\n"
