@@ -21,21 +21,22 @@ from trainjob_conformance.lifecycle.ledger import LEDGER_FILE, ProcessIdentity, 
 RECOVERY_SECONDS = 60
 
 
+def _not_embedded(component: str) -> str:
+    return (
+        f"stopping the {component} manager is done only on an embedded cluster, whose "
+        "managers are processes of the harness; this cluster's are not"
+    )
+
+
 def not_here(kubeconfig: Path, component: str) -> str | None:
     """Why this cluster cannot have its `component` manager stopped, or None."""
-    if embedded_run_dir(kubeconfig) is None:
-        return (
-            f"stopping the {component} manager is done only on an embedded cluster, whose "
-            "managers are processes of the harness; this cluster's are not"
-        )
-    return None
+    return None if embedded_run_dir(kubeconfig) is not None else _not_embedded(component)
 
 
 def manager_process(kubeconfig: Path, component: str) -> ProcessIdentity:
-    why = not_here(kubeconfig, component)
     run_dir = embedded_run_dir(kubeconfig)
-    if why is not None or run_dir is None:
-        raise ConformanceError(why or f"no embedded run for {kubeconfig}")
+    if run_dir is None:
+        raise ConformanceError(_not_embedded(component))
     ledger = ProcessLedger(run_dir / LEDGER_FILE)
     found = [p for p in ledger.living() if p.name == component]
     if not found:

@@ -144,9 +144,9 @@ for link in {_IPTABLES_COMMANDS}; do
 done
 modules=$(ls -d /usr/lib/*/xtables)
 cp -a --parents $modules /slim
-for elf in /usr/sbin/xtables-{mode}-multi $modules/*.so; do ldd "$elf"; done \
-  | awk 'substr($3, 1, 1) == "/" {{print $3}} substr($1, 1, 1) == "/" {{print $1}}' \
-  | sort -u \
+for elf in /usr/sbin/xtables-{mode}-multi $modules/*.so; do ldd "$elf"; done \\
+  | awk 'substr($3, 1, 1) == "/" {{print $3}} substr($1, 1, 1) == "/" {{print $1}}' \\
+  | sort -u \\
   | while read -r library; do cp -L --parents "$library" /slim; done
 """
 
