@@ -33,7 +33,7 @@ def _regrouped(controllers):
 
 def _words(phase: plans.Phase) -> list[str] | str:
     """A phase as its kubectl command lines, or the CRD wait's label."""
-    return phase.label if phase.crds_established else [" ".join(a) for a in phase.commands]
+    return phase.label if phase.crds_established else [" ".join(c.args) for c in phase.commands]
 
 
 def test_install_plan_puts_every_crd_first_and_kueues_webhooks_after_the_other_pods():
@@ -88,7 +88,15 @@ def test_the_crds_and_the_controllers_are_applied_while_kind_joins_the_workers()
         "apply rest",
     ]
     assert early + late == plan
-    only_applies = [plans.Phase((("apply", "-f", "x.yaml"),))]
+    # The rollouts' words are the timings' names the bench and the docs read.
+    assert [phase.label for phase in late] == [
+        "Pod created jobset-controller-manager, Pod created kubeflow-trainer-controller-manager",
+        "apply hooks",
+        "rollout jobset-controller-manager, rollout kubeflow-trainer-controller-manager, "
+        "rollout kueue-controller-manager",
+        "apply trainer-runtimes",
+    ]
+    only_applies = [plans.Phase((plans.Command(("apply", "-f", "x.yaml"), "apply x"),))]
     assert plans.split_plan(only_applies) == ([], only_applies)
 
 
@@ -198,10 +206,10 @@ def test_commands_run_at_once_are_taken_as_they_end():
 
     with tempfile.TemporaryFile() as out:
         running = [
-            (["slow"], subprocess.Popen(["sleep", "0.5"]), out),
-            (["fast"], subprocess.Popen(["true"]), out),
+            (plans.Command(("slow",), "slow"), subprocess.Popen(["sleep", "0.5"]), out),
+            (plans.Command(("fast",), "fast"), subprocess.Popen(["true"]), out),
         ]
-        assert [args[0] for args, _, _ in _as_they_end(running)] == ["fast", "slow"]
+        assert [command.words for command, _, _ in _as_they_end(running)] == ["fast", "slow"]
 
 
 def test_a_crd_without_conditions_yet_is_not_established():

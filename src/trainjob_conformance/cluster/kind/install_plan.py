@@ -11,7 +11,7 @@ runtimes) goes last. The provider (cluster/kind/provider.py) runs the phases.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,8 @@ CONTROLLERS = {
         "control-plane=kubeflow-training-operator",
     ),
 }
-ROLLOUT_TIMEOUT = "300s"
+# Each kubectl wait and rollout bounds itself with this.
+ROLLOUT_SECONDS = 300
 # The install steps that carry a controller, and whose rollout each one's is.
 _ROLLOUT_AFTER = {
     "jobset": "jobset",
@@ -42,6 +43,15 @@ _ROLLOUT_AFTER = {
     "kueue": "kueue",
     "training-operator": "training-operator",
 }
+
+
+@dataclass(frozen=True)
+class Command:
+    """One kubectl command of a phase, and what it does in a few words (the timings'
+    names: a rollout's is `rollout <deployment>`)."""
+
+    args: tuple[str, ...]
+    words: str
 
 
 @dataclass(frozen=True)
@@ -53,7 +63,7 @@ class Phase:
     conditions yet (".status.conditions accessor error"), which a worker cluster
     installing beside a running suite met; the provider polls instead."""
 
-    commands: tuple[tuple[str, ...], ...] = ()
+    commands: tuple[Command, ...] = ()
 
     @property
     def crds_established(self) -> bool:
@@ -64,21 +74,10 @@ class Phase:
         """The phase in a few words, for the timings."""
         if self.crds_established:
             return "CRDs established"
-        words = []
-        for args in self.commands:
-            if args[0] == "apply":
-                words.append(f"apply {Path(args[-1]).name.removesuffix('.yaml').split('.')[-1]}")
-            else:
-                action = "Pod created" if args[2] == "wait" else args[2]
-                words.append(f"{action} {args[-2].split('/')[-1]}")
-        return ", ".join(words)
+        return ", ".join(command.words for command in self.commands)
 
 
 CRDS_ESTABLISHED = Phase()
-
-
-def _kubectl(*commands: Sequence[str]) -> Phase:
-    return Phase(tuple(tuple(args) for args in commands))
 
 
 def install_plan(
@@ -87,29 +86,42 @@ def install_plan(
 ) -> list[Phase]:
     """The phases that install the stack, in dependency order."""
 
-    def on_deployment(component: str, *args: str) -> list[str]:
+    def on_deployment(component: str, words: str, *args: str) -> Command:
         namespace, deployment, _ = CONTROLLERS[component]
-        return ["-n", namespace, *args, f"deployment/{deployment}", f"--timeout={ROLLOUT_TIMEOUT}"]
+        return Command(
+            ("-n", namespace, *args, f"deployment/{deployment}", f"--timeout={ROLLOUT_SECONDS}s"),
+            f"{words} {deployment}",
+        )
 
-    def apply(path: Path) -> list[str]:
-        return ["apply", "--server-side", "-f", str(path)]
+    def apply(path: Path) -> Command:
+        return Command(
+            ("apply", "--server-side", "-f", str(path)),
+            f"apply {path.name.removesuffix('.yaml').split('.')[-1]}",
+        )
+
+    def together(commands: Iterable[Command]) -> Phase:
+        return Phase(tuple(commands))
 
     controllers = [s for s in steps if s.name in _ROLLOUT_AFTER]
     phases: list[Phase] = []
     if controllers:
         components = [_ROLLOUT_AFTER[s.name] for s in controllers]
         applies = regroup(controllers)
-        phases.append(_kubectl(*(apply(path) for path in applies.foundations)))
-        phases += [CRDS_ESTABLISHED, _kubectl(apply(applies.controllers))]
+        phases.append(together(apply(path) for path in applies.foundations))
+        phases += [CRDS_ESTABLISHED, together([apply(applies.controllers)])]
         if "kueue" in components:
             others = [c for c in components if c != "kueue"]
             if others:
                 # Each Deployment has one replica: status.replicas is 1 once its Pod exists.
                 created = "--for=jsonpath={.status.replicas}=1"
-                phases.append(_kubectl(*(on_deployment(c, "wait", created) for c in others)))
-            phases.append(_kubectl(apply(applies.late_webhooks)))
-        phases.append(_kubectl(*(on_deployment(c, "rollout", "status") for c in components)))
-    phases.extend(_kubectl(apply(s.path)) for s in steps if s.name not in _ROLLOUT_AFTER)
+                phases.append(
+                    together(on_deployment(c, "Pod created", "wait", created) for c in others)
+                )
+            phases.append(together([apply(applies.late_webhooks)]))
+        phases.append(
+            together(on_deployment(c, "rollout", "rollout", "status") for c in components)
+        )
+    phases.extend(together([apply(s.path)]) for s in steps if s.name not in _ROLLOUT_AFTER)
     return phases
 
 

@@ -48,7 +48,8 @@ from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_res
 from trainjob_conformance.cluster.kind.images import catalog, store
 from trainjob_conformance.cluster.kind.install_plan import (
     CONTROLLERS,
-    ROLLOUT_TIMEOUT,
+    ROLLOUT_SECONDS,
+    Command,
     Phase,
     install_plan,
     not_established,
@@ -86,19 +87,19 @@ _KIND_CREATE_TIMEOUT = 600.0
 
 
 def _as_they_end(
-    running: list[tuple[tuple[str, ...], subprocess.Popen[bytes], IO[bytes]]],
-) -> Iterator[tuple[tuple[str, ...], subprocess.Popen[bytes], IO[bytes]]]:
-    """Each (args, process, output) once its process has exited, in the order they end.
+    running: list[tuple[Command, subprocess.Popen[bytes], IO[bytes]]],
+) -> Iterator[tuple[Command, subprocess.Popen[bytes], IO[bytes]]]:
+    """Each (command, process, output) once its process has exited, in the order they end.
 
     Each kubectl bounds itself with its own --timeout; the bound here only
     guards against one that never returns.
     """
     pending = list(running)
-    bound = float(ROLLOUT_TIMEOUT.rstrip("s")) + 60
+    bound = ROLLOUT_SECONDS + 60.0
 
-    def ended() -> list[tuple[tuple[str, ...], subprocess.Popen[bytes], IO[bytes]]] | NotYet:
+    def ended() -> list[tuple[Command, subprocess.Popen[bytes], IO[bytes]]] | NotYet:
         done = [entry for entry in pending if entry[1].poll() is not None]
-        return done or NotYet(f"still running: {[' '.join(e[0]) for e in pending]}")
+        return done or NotYet(f"still running: {[' '.join(e[0].args) for e in pending]}")
 
     while pending:
         for entry in wait_for("kubectl commands run at once to end", ended, bound, interval=0.2):
@@ -180,33 +181,34 @@ class KindStackCluster:
                 f"kubectl {' '.join(args)} failed: {(result.stderr or result.stdout).strip()}{seen}"
             )
 
-    def _kubectl_at_once(self, kubectl: Path, commands: tuple[tuple[str, ...], ...]) -> None:
+    def _kubectl_at_once(self, kubectl: Path, commands: tuple[Command, ...]) -> None:
         """Run these kubectl commands side by side; the first failure's error, as
         `_kubectl` words it, once all have ended. Each rollout's time goes into the
         timings (`rollout <deployment>`); whatever still runs when this is interrupted
         is killed, not left to its own timeout."""
         if len(commands) == 1:
-            self._kubectl(kubectl, *commands[0])
+            self._kubectl(kubectl, *commands[0].args)
             return
         started = time.monotonic()
-        running: list[tuple[tuple[str, ...], subprocess.Popen[bytes], IO[bytes]]] = []
+        running: list[tuple[Command, subprocess.Popen[bytes], IO[bytes]]] = []
         failed = []
         with contextlib.ExitStack() as files:
             try:
-                for args in commands:
+                for command in commands:
                     output = files.enter_context(tempfile.TemporaryFile())
                     process = subprocess.Popen(
-                        [str(kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+                        [str(kubectl), "--kubeconfig", str(self.kubeconfig), *command.args],
                         stdout=output, stderr=subprocess.STDOUT,
                     )  # fmt: skip
-                    running.append((args, process, output))
-                for args, process, output in _as_they_end(running):
-                    if args[2:3] == ("rollout",):
-                        took = round(time.monotonic() - started, 1)
-                        self.timings[f"rollout {args[4].split('/')[-1]}"] = took
+                    running.append((command, process, output))
+                for command, process, output in _as_they_end(running):
+                    if command.words.startswith("rollout "):
+                        self.timings[command.words] = round(time.monotonic() - started, 1)
                     if process.returncode != 0:
                         output.seek(0)
-                        failed.append((args, output.read().decode(errors="replace").strip()))
+                        failed.append(
+                            (command.args, output.read().decode(errors="replace").strip())
+                        )
             finally:
                 for _, process, _ in running:
                     if process.poll() is None:
@@ -214,7 +216,7 @@ class KindStackCluster:
                         process.wait()
         if failed:
             args, text = failed[0]
-            seen = self._what_was_seen(kubectl, tuple(args))
+            seen = self._what_was_seen(kubectl, args)
             raise ConformanceError(f"kubectl {' '.join(args)} failed: {text}{seen}")
 
     def _kube(self) -> Kube:
