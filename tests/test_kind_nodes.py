@@ -3,6 +3,9 @@ runs against real kind clusters, docs/kind.md)."""
 
 from __future__ import annotations
 
+import subprocess
+
+import pytest
 import yaml
 
 from trainjob_conformance.cluster.capabilities import (
@@ -13,6 +16,7 @@ from trainjob_conformance.cluster.capabilities import (
 )
 from trainjob_conformance.cluster.kind import config, nodes
 from trainjob_conformance.cluster.kind.images.node import CNI_CONFLIST
+from trainjob_conformance.errors import ConformanceError
 
 CP = nodes.KindNode("c-control-plane", "172.18.0.2", "10.244.0.0/24", True)
 W1 = nodes.KindNode("c-worker", "172.18.0.3", "10.244.1.0/24", False)
@@ -42,13 +46,54 @@ def test_routes_reach_every_other_nodes_subnet_through_its_address() -> None:
     ]
 
 
-def test_one_script_writes_a_nodes_conflist_then_its_routes() -> None:
+def test_one_script_writes_a_nodes_conflist_then_its_routes_then_probes_the_others() -> None:
     script = nodes.wiring_script(W1, [CP, W1, W2])
+    probe = "(curl -sk -m 3 -o /dev/null https://{}:10250/healthz; test $? -ne 28 || echo {} {}) &"
     assert script == (
         f"cat > {nodes.CONFLIST_PATH}.new && mv {nodes.CONFLIST_PATH}.new {nodes.CONFLIST_PATH}"
         " && ip route replace 10.244.0.0/24 via 172.18.0.2"
         " && ip route replace 10.244.2.0/24 via 172.18.0.4"
+        f" && {{ {probe.format('172.18.0.2', CP.name, '172.18.0.2')}"
+        f" {probe.format('172.18.0.4', W2.name, '172.18.0.4')} wait; }}"
     )
+
+
+def test_a_lone_node_writes_its_conflist_and_probes_nothing() -> None:
+    assert nodes.wiring_script(CP, [CP]) == (
+        f"cat > {nodes.CONFLIST_PATH}.new && mv {nodes.CONFLIST_PATH}.new {nodes.CONFLIST_PATH}"
+    )
+
+
+def test_nodes_whose_packets_are_dropped_stop_the_start_in_one_line(monkeypatch) -> None:
+    # The probes' output as each node prints it: the control plane's packets to
+    # both workers time out, the workers reach each other and the control plane.
+    printed = {CP.name: f"{W1.name} 172.18.0.3\n{W2.name} 172.18.0.4\n"}
+    monkeypatch.setattr(nodes, "_exec", lambda node, args, stdin=None: printed.get(node, ""))
+    with pytest.raises(ConformanceError) as error:
+        nodes.wire_pod_network([CP, W1, W2])
+    line = str(error.value)
+    assert "\n" not in line
+    assert line.startswith("2 of 6 pairs of kind nodes do not reach each other over IPv4 ")
+    assert f"(first: {CP.name} -> {W1.name} (172.18.0.3))" in line
+    assert "iptables-nft -S FORWARD" in line
+
+
+def test_nodes_whose_probes_print_nothing_start(monkeypatch) -> None:
+    monkeypatch.setattr(nodes, "_exec", lambda node, args, stdin=None: "")
+    nodes.wire_pod_network([CP, W1, W2])
+
+
+@pytest.mark.parametrize(("curl_exit", "printed"), [(0, ""), (7, ""), (28, "c-worker2 172.18.0.4")])
+def test_only_a_timed_out_probe_names_its_node(tmp_path, curl_exit, printed) -> None:
+    # A stand-in curl on PATH: an answer (0) and a refusal (7) mean the packets
+    # arrived; only a timeout (28) means they were dropped on the way.
+    fake = tmp_path / "curl"
+    fake.write_text(f"#!/bin/sh\nexit {curl_exit}\n")
+    fake.chmod(0o755)
+    script = f"{nodes.probes(W1, [W1, W2])} wait"
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    result = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
+    assert result.stdout.strip() == printed
 
 
 def test_pods_on_the_images_fixed_subnet_or_on_a_worker_are_restarted() -> None:

@@ -42,6 +42,10 @@ WORKER_ZONES = ("zone-a", "zone-a", "zone-b")
 # kube-controller-manager allocates a subnet as a node registers; a worker joined last
 # under load (2 cores shared by two clusters) took over 60 s to have one.
 _CIDR_TIMEOUT = 180.0
+# How long a node waits for another node's kubelet port when it checks the
+# addresses its pod routes go through (an answer or a refusal takes
+# milliseconds; only dropped packets wait this long).
+REACH_SECONDS = 3
 # kind's known-issues page: each node's systemd, containerd and kubelet take
 # inotify instances; at the kernel's default of 128, seven nodes on one host ran
 # out (a kubelet: "Failed to start cAdvisor: inotify_init: too many open files").
@@ -224,7 +228,7 @@ def _unregistered(cluster: str, seen: set[str]) -> str:
     return "".join(lines) + (f"\n{shortfall}" if lines and shortfall else "")
 
 
-def _exec(node: str, args: list[str], stdin: bytes | None = None) -> None:
+def _exec(node: str, args: list[str], stdin: bytes | None = None) -> str:
     result = subprocess.run(
         ["docker", "exec", "-i", node, *args], input=stdin, capture_output=True, check=False
     )
@@ -232,27 +236,64 @@ def _exec(node: str, args: list[str], stdin: bytes | None = None) -> None:
         raise ConformanceError(
             f"on node {node}, {' '.join(args)} failed: {result.stderr.decode().strip()}"
         )
+    return result.stdout.decode()
+
+
+def probes(node: KindNode, nodes: list[KindNode]) -> str:
+    """Shell: every other node's kubelet port, reached over IPv4 at once; prints the
+    name and address of each whose connection timed out (curl's exit 28): an answer
+    or a refusal both mean the packets got there."""
+    return " ".join(
+        f"(curl -sk -m {REACH_SECONDS} -o /dev/null https://{other.address}:10250/healthz;"
+        f" test $? -ne 28 || echo {other.name} {other.address}) &"
+        for other in nodes
+        if other.name != node.name
+    )
 
 
 def wiring_script(node: KindNode, nodes: list[KindNode]) -> str:
-    """One shell script for a node: its conflist (from stdin) and its routes."""
+    """One shell script for a node: its conflist (from stdin), its routes, then the
+    probes of the addresses those routes go through."""
     # Written whole, then renamed: containerd reloads the directory on change.
     lines = [f"cat > {CONFLIST_PATH}.new", f"mv {CONFLIST_PATH}.new {CONFLIST_PATH}"]
     lines += [" ".join(route) for route in routes(node, nodes)]
-    return " && ".join(lines)
+    reach = probes(node, nodes)
+    return " && ".join(lines) + (f" && {{ {reach} wait; }}" if reach else "")
+
+
+def unreachable(node: KindNode, probed: str) -> list[str]:
+    """`node -> other (address)` for each line the probes printed."""
+    return [
+        f"{node.name} -> {name} ({address})"
+        for name, address in (line.split() for line in probed.splitlines() if line.strip())
+    ]
 
 
 def wire_pod_network(nodes: list[KindNode]) -> None:
-    """Each node's conflist on its own subnet, and routes to the others' subnets; one
-    `docker exec` per node, the nodes at once (each exec costs a few hundred ms)."""
+    """Each node's conflist on its own subnet, routes to the others' subnets, and a
+    check that the others' addresses answer; one `docker exec` per node, the nodes at
+    once (each exec costs a few hundred ms)."""
 
-    def wire(node: KindNode) -> None:
+    def wire(node: KindNode) -> list[str]:
         text = json.dumps(conflist(node.pod_cidr), indent=2).encode()
-        _exec(node.name, ["sh", "-c", wiring_script(node, nodes)], stdin=text)
+        return unreachable(
+            node, _exec(node.name, ["sh", "-c", wiring_script(node, nodes)], stdin=text)
+        )
 
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
         # list() re-raises the first node's error here.
-        list(pool.map(wire, nodes))
+        silent = [pair for pairs in pool.map(wire, nodes) for pair in pairs]
+    if silent:
+        pairs = len(nodes) * (len(nodes) - 1)
+        raise ConformanceError(
+            f"{len(silent)} of {pairs} pairs of kind nodes do not reach each other over IPv4 "
+            f"(first: {silent[0]}), so Pods "
+            "on different nodes cannot talk: the Docker host drops IPv4 traffic forwarded "
+            "on the kind network; a FORWARD chain with policy DROP and no rule for the kind "
+            "bridge does this, e.g. an nftables one left beside Docker's legacy iptables "
+            "(`iptables-nft -S FORWARD` shows it); accept that bridge's traffic or set the "
+            "policy to ACCEPT, then run again"
+        )
 
 
 def open_control_plane(kubectl: Callable[..., None], control_plane: str) -> None:
