@@ -236,3 +236,30 @@ def test_it():
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*policy 'TJ-NOPE-001' is not in the catalog*"])
+
+
+def test_a_cluster_that_does_not_start_is_one_line_per_error(pytester, tmp_path):
+    # The plugin's own cluster fixture, on a kubeconfig whose API server refuses.
+    kubeconfig = tmp_path / "refusing.yaml"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: x}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    pytester.makefile(".yaml", policies=CATALOG)
+    pytester.makepyfile(
+        """
+import pytest
+@pytest.mark.policy("TJ-X-002")
+def test_it(trainjob_cluster):
+    pass
+"""
+    )
+    result = pytester.runpytest(
+        "--trainjob-catalog=policies.yaml", "--trainjob-cluster=existing",
+        f"--trainjob-kubeconfig={kubeconfig}", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["the cluster did not start: cannot reach the API server of *"])
+    assert "During handling" not in result.stdout.str()

@@ -189,8 +189,10 @@ def trainjob_cluster(request: pytest.FixtureRequest) -> ClusterHandle:
     try:
         return owner.ensure()
     except ConformanceError as error:
-        # Every test that needs the cluster is an ERROR, with this one line.
-        pytest.fail(f"the cluster did not start: {error}", pytrace=False)
+        reason = str(error)
+    # Every test that needs the cluster is an ERROR, with this one line; failed outside
+    # the except block, so pytest does not print the replaced error above it.
+    pytest.fail(f"the cluster did not start: {reason}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
