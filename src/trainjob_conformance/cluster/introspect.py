@@ -123,6 +123,19 @@ def detect_stack(kube: Kube) -> DetectedStack:
     return DetectedStack(versions=versions, sources=sources, controller_pods=pods)
 
 
+def running_images(kube: Kube, pods: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Image -> image ID of each started container of the controllers' Pods, as their
+    kubelets report them: which images ran (for pulled images, the registry digest),
+    whatever the provider built, loaded or let the nodes pull."""
+    ran: dict[str, str] = {}
+    for namespace, selector in sorted(pods.values()):
+        for pod in kube.core.list_namespaced_pod(namespace, label_selector=selector).items:
+            for status in pod.status.container_statuses or []:
+                if status.image_id:
+                    ran[status.image] = status.image_id
+    return ran
+
+
 def pod_log_tailer(kube: Kube, pods: dict[str, tuple[str, str]]) -> Callable[[str, int], str]:
     """Log tails of in-cluster controllers, found by namespace and label selector."""
 

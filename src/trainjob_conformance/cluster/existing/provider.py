@@ -16,6 +16,7 @@ from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWa
 from trainjob_conformance.cluster.introspect import (
     detect_stack,
     missing_components,
+    running_images,
 )
 from trainjob_conformance.cluster.labels import LOCAL_IMAGE_HOST
 from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
@@ -84,6 +85,10 @@ class ExistingCluster:
                 profile=self.profile.name,
             )
             handle.controller_pods = dict(stack.controller_pods)
+            handle.images = {
+                "source": "as the cluster runs them",
+                **running_images(kube, handle.controller_pods),
+            }
             detected_from = "; ".join(
                 f"{k} {v} ({stack.sources[k]})" for k, v in stack.versions.items()
             )

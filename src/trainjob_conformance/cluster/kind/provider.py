@@ -36,6 +36,7 @@ from trainjob_conformance.cluster.health.readiness import (
     wait_for_admission,
 )
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
+from trainjob_conformance.cluster.introspect import running_images
 from trainjob_conformance.cluster.kind import config as kind_config
 from trainjob_conformance.cluster.kind import host_packages, reclaim
 from trainjob_conformance.cluster.kind import nodes as kind_nodes
@@ -542,6 +543,11 @@ class KindStackCluster:
         handle.controller_pods = {
             n: (ns, sel) for n, (ns, _, sel) in CONTROLLERS.items() if n in self.controllers
         }
+        # With `upstream` the nodes pulled the controllers' images: their registry
+        # digests, as the kubelets report them. Local images keep the IDs of the images
+        # built here (their kubelets name the digest of kind's import instead).
+        for image, ran in running_images(kube, handle.controller_pods).items():
+            handle.images.setdefault(image, ran)
         probes = [
             controller_pod_probe(kube, component, namespace, selector)
             for component, (namespace, selector) in handle.controller_pods.items()
