@@ -73,7 +73,7 @@ def test_nodes_whose_packets_are_dropped_stop_the_start_in_one_line(monkeypatch)
         nodes.wire_pod_network([CP, W1, W2])
     line = str(error.value)
     assert "\n" not in line
-    assert line.startswith("2 of 6 pairs of kind nodes do not reach each other over IPv4 ")
+    assert line.startswith("2 of 6 probes between the kind nodes' IPv4 addresses timed out ")
     assert f"(first: {CP.name} -> {W1.name} (172.18.0.3))" in line
     assert "iptables-nft -S FORWARD" in line
 
@@ -90,7 +90,7 @@ def test_only_a_timed_out_probe_names_its_node(tmp_path, curl_exit, printed) -> 
     fake = tmp_path / "curl"
     fake.write_text(f"#!/bin/sh\nexit {curl_exit}\n")
     fake.chmod(0o755)
-    script = f"{nodes.probes(W1, [W1, W2])} wait"
+    script = f"{nodes.reach_probes(W1, [W1, W2])} wait"
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
     result = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
     assert result.stdout.strip() == printed

@@ -239,7 +239,7 @@ def _exec(node: str, args: list[str], stdin: bytes | None = None) -> str:
     return result.stdout.decode()
 
 
-def probes(node: KindNode, nodes: list[KindNode]) -> str:
+def reach_probes(node: KindNode, nodes: list[KindNode]) -> str:
     """Shell: every other node's kubelet port, reached over IPv4 at once; prints the
     name and address of each whose connection timed out (curl's exit 28): an answer
     or a refusal both mean the packets got there."""
@@ -257,16 +257,14 @@ def wiring_script(node: KindNode, nodes: list[KindNode]) -> str:
     # Written whole, then renamed: containerd reloads the directory on change.
     lines = [f"cat > {CONFLIST_PATH}.new", f"mv {CONFLIST_PATH}.new {CONFLIST_PATH}"]
     lines += [" ".join(route) for route in routes(node, nodes)]
-    reach = probes(node, nodes)
+    reach = reach_probes(node, nodes)
     return " && ".join(lines) + (f" && {{ {reach} wait; }}" if reach else "")
 
 
 def unreachable(node: KindNode, probed: str) -> list[str]:
-    """`node -> other (address)` for each line the probes printed."""
-    return [
-        f"{node.name} -> {name} ({address})"
-        for name, address in (line.split() for line in probed.splitlines() if line.strip())
-    ]
+    """`node -> other (address)` for each line the probes printed (name, address)."""
+    printed = [line.split() for line in probed.splitlines()]
+    return [f"{node.name} -> {words[0]} ({words[1]})" for words in printed if len(words) == 2]
 
 
 def wire_pod_network(nodes: list[KindNode]) -> None:
@@ -284,9 +282,9 @@ def wire_pod_network(nodes: list[KindNode]) -> None:
         # list() re-raises the first node's error here.
         silent = [pair for pairs in pool.map(wire, nodes) for pair in pairs]
     if silent:
-        pairs = len(nodes) * (len(nodes) - 1)
+        tried = len(nodes) * (len(nodes) - 1)
         raise ConformanceError(
-            f"{len(silent)} of {pairs} pairs of kind nodes do not reach each other over IPv4 "
+            f"{len(silent)} of {tried} probes between the kind nodes' IPv4 addresses timed out "
             f"(first: {silent[0]}), so Pods "
             "on different nodes cannot talk: the Docker host drops IPv4 traffic forwarded "
             "on the kind network; a FORWARD chain with policy DROP and no rule for the kind "
