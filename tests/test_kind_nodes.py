@@ -55,13 +55,40 @@ def test_one_script_writes_a_nodes_conflist_then_its_routes_then_probes_the_othe
         " && ip route replace 10.244.2.0/24 via 172.18.0.4"
         f" && {{ {probe.format('172.18.0.2', CP.name, '172.18.0.2')}"
         f" {probe.format('172.18.0.4', W2.name, '172.18.0.4')} wait; }}"
+        " && readlink -f /usr/sbin/iptables"
     )
 
 
 def test_a_lone_node_writes_its_conflist_and_probes_nothing() -> None:
     assert nodes.wiring_script(CP, [CP]) == (
         f"cat > {nodes.CONFLIST_PATH}.new && mv {nodes.CONFLIST_PATH}.new {nodes.CONFLIST_PATH}"
+        " && readlink -f /usr/sbin/iptables"
     )
+
+
+def test_each_nodes_iptables_mode_is_read_from_what_its_script_printed(monkeypatch) -> None:
+    printed = {
+        CP.name: "/usr/sbin/xtables-nft-multi\n",
+        W1.name: f"{W2.name} 172.18.0.4\n/usr/sbin/xtables-legacy-multi\n",
+        W2.name: "",
+    }
+    monkeypatch.setattr(nodes, "_exec", lambda node, args, stdin=None: printed[node])
+    with pytest.raises(ConformanceError, match=r"^1 of 6 probes"):
+        nodes.wire_pod_network([CP, W1, W2])
+    printed[W1.name] = "/usr/sbin/xtables-legacy-multi\n"
+    assert nodes.wire_pod_network([CP, W1, W2]) == {
+        CP.name: "nft",
+        W1.name: "legacy",
+        W2.name: None,
+    }
+
+
+def test_nodes_in_kube_proxys_mode_say_nothing_and_others_one_line() -> None:
+    assert nodes.mode_mismatch({CP.name: "nft", W1.name: "nft", W2.name: None}, "nft") is None
+    line = nodes.mode_mismatch({CP.name: "legacy", W1.name: "legacy", W2.name: "nft"}, "nft")
+    assert line is not None and "\n" not in line
+    assert line.startswith(f"kind set 2 of 3 nodes' iptables to legacy (first: {CP.name}), ")
+    assert "kube-proxy's image was built for nft" in line
 
 
 def test_nodes_whose_packets_are_dropped_stop_the_start_in_one_line(monkeypatch) -> None:

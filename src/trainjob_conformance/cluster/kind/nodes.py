@@ -46,6 +46,9 @@ _CIDR_TIMEOUT = 180.0
 # addresses its pod routes go through (an answer or a refusal takes
 # milliseconds; only dropped packets wait this long).
 REACH_SECONDS = 3
+# kind's entrypoint points /usr/sbin/iptables at one mode's xtables binary as the
+# node starts (it counts each mode's rules Docker wrote into the new node).
+IPTABLES_MODE_READ = "readlink -f /usr/sbin/iptables"
 # kind's known-issues page: each node's systemd, containerd and kubelet take
 # inotify instances; at the kernel's default of 128, seven nodes on one host ran
 # out (a kubelet: "Failed to start cAdvisor: inotify_init: too many open files").
@@ -258,7 +261,33 @@ def wiring_script(node: KindNode, nodes: list[KindNode]) -> str:
     lines = [f"cat > {CONFLIST_PATH}.new", f"mv {CONFLIST_PATH}.new {CONFLIST_PATH}"]
     lines += [" ".join(route) for route in routes(node, nodes)]
     reach = reach_probes(node, nodes)
-    return " && ".join(lines) + (f" && {{ {reach} wait; }}" if reach else "")
+    script = " && ".join(lines) + (f" && {{ {reach} wait; }}" if reach else "")
+    return f"{script} && {IPTABLES_MODE_READ}"
+
+
+def iptables_mode(printed: str) -> str | None:
+    """The mode kind's entrypoint set the node's `iptables` to, from the path
+    IPTABLES_MODE_READ printed ("nft", "legacy"), or None if it printed none."""
+    for line in printed.splitlines():
+        for mode in ("nft", "legacy"):
+            if line.strip().endswith(f"/xtables-{mode}-multi"):
+                return mode
+    return None
+
+
+def mode_mismatch(modes: dict[str, str | None], kube_proxy_mode: str) -> str | None:
+    """One line when kind set some node's iptables to a mode other than the one
+    kube-proxy's image was built for, else None."""
+    other = sorted(node for node, mode in modes.items() if mode and mode != kube_proxy_mode)
+    if not other:
+        return None
+    mode = modes[other[0]]
+    return (
+        f"kind set {len(other)} of {len(modes)} nodes' iptables to {mode} (first: {other[0]}), "
+        f"but kube-proxy's image was built for {kube_proxy_mode}, the mode the host's "
+        "`iptables --version` reports: Services work only where the kernel runs both; "
+        "if they fail, make the host's iptables mode match the Docker daemon's"
+    )
 
 
 def unreachable(node: KindNode, probed: str) -> list[str]:
@@ -267,20 +296,19 @@ def unreachable(node: KindNode, probed: str) -> list[str]:
     return [f"{node.name} -> {words[0]} ({words[1]})" for words in printed if len(words) == 2]
 
 
-def wire_pod_network(nodes: list[KindNode]) -> None:
+def wire_pod_network(nodes: list[KindNode]) -> dict[str, str | None]:
     """Each node's conflist on its own subnet, routes to the others' subnets, and a
     check that the others' addresses answer; one `docker exec` per node, the nodes at
-    once (each exec costs a few hundred ms)."""
+    once (each exec costs a few hundred ms). Returns each node's iptables mode."""
 
-    def wire(node: KindNode) -> list[str]:
+    def wire(node: KindNode) -> str:
         text = json.dumps(conflist(node.pod_cidr), indent=2).encode()
-        return unreachable(
-            node, _exec(node.name, ["sh", "-c", wiring_script(node, nodes)], stdin=text)
-        )
+        return _exec(node.name, ["sh", "-c", wiring_script(node, nodes)], stdin=text)
 
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        # list() re-raises the first node's error here.
-        silent = [pair for pairs in pool.map(wire, nodes) for pair in pairs]
+        # dict() re-raises the first node's error here.
+        printed = dict(zip([n.name for n in nodes], pool.map(wire, nodes), strict=True))
+    silent = [pair for node in nodes for pair in unreachable(node, printed[node.name])]
     if silent:
         tried = len(nodes) * (len(nodes) - 1)
         raise ConformanceError(
@@ -292,6 +320,7 @@ def wire_pod_network(nodes: list[KindNode]) -> None:
             "(`iptables-nft -S FORWARD` shows it); accept that bridge's traffic or set the "
             "policy to ACCEPT, then run again"
         )
+    return {name: iptables_mode(text) for name, text in printed.items()}
 
 
 def open_control_plane(kubectl: Callable[..., None], control_plane: str) -> None:

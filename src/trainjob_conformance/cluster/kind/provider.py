@@ -150,6 +150,7 @@ class KindStackCluster:
         self.record: reclaim.ClusterRecord | None = None
         self.watch: StackWatch | None = None
         self.images: dict[str, str] = {}
+        self.kube_proxy_mode = ""  # the iptables mode of kube-proxy's image (local images)
         self.timings: dict[str, float] = {}
         self.started = 0.0  # when `kind create` began: the origin of the timings
         self.control_plane_open = False  # its taint lifted for the controllers
@@ -294,6 +295,7 @@ class KindStackCluster:
             catalog.ensure_role_images(built, list(local.values()), with_workers=self.workers > 0)
             node_images = (built.control_plane, built.worker)
             self.images = {"source": "local", **built.digests}
+            self.kube_proxy_mode = built.kube_proxy_mode
         else:
             upstream = UPSTREAM_NODE_IMAGE.format(**versions)
             digest = store.pulled(
@@ -490,7 +492,10 @@ class KindStackCluster:
         # local image has no kindnetd (no reachable source builds it), so the harness does.
         if self.image_source == "local":
             with step(f"wiring pod networking across {self.workers + 1} nodes"):
-                kind_nodes.wire_pod_network(nodes)
+                modes = kind_nodes.wire_pod_network(nodes)
+            mismatch = kind_nodes.mode_mismatch(modes, self.kube_proxy_mode)
+            if mismatch:
+                say(mismatch)
         control_plane = next(n.name for n in nodes if n.control_plane)
         self._open_control_plane(kubectl, control_plane)
         moved = kind_nodes.settle_system_pods(kube, nodes)

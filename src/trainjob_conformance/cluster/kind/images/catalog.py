@@ -65,6 +65,8 @@ class BuiltImages:
     control_plane: str = ""
     worker: str = ""
     digests: dict[str, str] = field(default_factory=dict)
+    # The iptables mode kube-proxy's image was built for ("nft" or "legacy").
+    kube_proxy_mode: str = ""
 
 
 def kubeadm_images(
@@ -105,7 +107,7 @@ def ensure_kubeadm_images(
         store.docker("tag", pause, alias, what="tag pause")
         built.digests[alias] = built.digests[pause]
     proxy = f"registry.k8s.io/kube-proxy:{versions['kubernetes']}"
-    mode = host_iptables_mode()
+    mode = built.kube_proxy_mode = host_iptables_mode()
     built.digests[proxy] = store.ensure(
         proxy, lambda: build_kube_proxy(proxy, base, binaries["kube-proxy"], mode),
         key=f"kube-proxy-{versions['kubernetes']}-{mode}-{base.replace('/', '_')}",
