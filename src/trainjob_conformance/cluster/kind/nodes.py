@@ -255,8 +255,8 @@ def reach_probes(node: KindNode, nodes: list[KindNode]) -> str:
 
 
 def wiring_script(node: KindNode, nodes: list[KindNode]) -> str:
-    """One shell script for a node: its conflist (from stdin), its routes, then the
-    probes of the addresses those routes go through."""
+    """One shell script for a node: its conflist (from stdin), its routes, the probes
+    of the addresses those routes go through, then where its `iptables` points."""
     # Written whole, then renamed: containerd reloads the directory on change.
     lines = [f"cat > {CONFLIST_PATH}.new", f"mv {CONFLIST_PATH}.new {CONFLIST_PATH}"]
     lines += [" ".join(route) for route in routes(node, nodes)]
