@@ -106,8 +106,10 @@ def test_nodes_whose_packets_are_dropped_stop_the_start_in_one_line(monkeypatch)
 
 
 def test_nodes_whose_probes_print_nothing_start(monkeypatch) -> None:
-    monkeypatch.setattr(nodes, "_exec", lambda node, args, stdin=None: "")
-    nodes.wire_pod_network([CP, W1, W2])
+    printed = "/usr/sbin/xtables-nft-multi\n"  # only the mode read: every probe answered
+    monkeypatch.setattr(nodes, "_exec", lambda node, args, stdin=None: printed)
+    modes = nodes.wire_pod_network([CP, W1, W2])
+    assert modes == {CP.name: "nft", W1.name: "nft", W2.name: "nft"}
 
 
 @pytest.mark.parametrize(("curl_exit", "printed"), [(0, ""), (7, ""), (28, "c-worker2 172.18.0.4")])
