@@ -357,3 +357,32 @@ def test_the_kind_start_is_the_providers_wall_time_when_the_install_overlaps_kin
 
     assert kind.stack_ready == 55.7
     assert round(kind.start_ratio, 2) == 1.90
+
+
+def test_the_kind_round_takes_the_start_from_the_provider_and_the_suite_after_ready(
+    tmp_path, monkeypatch
+):
+    # `run --cluster kind` as a user runs it: the suite is the run's wall time after
+    # its cluster was ready, the start the provider's own (not the worker's, one level
+    # down); a stand-in for the run and for the bare create.
+    from trainjob_conformance.bench import kind as kind_bench
+    from trainjob_conformance.report.model import PolicyResult, RunReport
+    from trainjob_conformance.stack.profiles import load_profile
+
+    monkeypatch.setattr(kind_bench, "bare_create", lambda profile, where: 25.0)
+
+    def run_on_kind(where):
+        run = where / ".runs" / "20261127-latest-1"
+        (run / "worker-2").mkdir(parents=True)
+        (run / kind_bench.TIMINGS_FILE).write_text('{"kind_create": 30.0, "ready": 45.0}')
+        (run / "worker-2" / kind_bench.TIMINGS_FILE).write_text('{"ready": 80.0}')
+        row = PolicyResult("KQ-MK-002", "t", "pass", 9.0, "e2e/test_kueue.py::t")
+        report = RunReport("latest", "kind", {}, "now", 140.0, 48.0, [row])
+        return 141.0, 0, report.write(where / "report")
+
+    result = kind_bench.bench_kind(load_profile("latest"), tmp_path, run_on_kind)
+    assert (result.stack_ready, result.start_ratio) == (45.0, 1.8)
+    assert (result.suite_wall, result.run_wall, result.results) == (92.0, 141.0, {"pass": 1})
+    result.embedded_suite = 46.0
+    assert result.suite_ratio == 2.0
+    assert "| the whole `run --cluster kind` | 141.0 s |" in kind_bench.table([result])

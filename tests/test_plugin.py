@@ -238,8 +238,7 @@ def test_it():
     result.stderr.fnmatch_lines(["*policy 'TJ-NOPE-001' is not in the catalog*"])
 
 
-def test_a_cluster_that_does_not_start_is_one_line_per_error(pytester, tmp_path):
-    # The plugin's own cluster fixture, on a kubeconfig whose API server refuses.
+def refusing_kubeconfig(tmp_path):
     kubeconfig = tmp_path / "refusing.yaml"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\n"
@@ -247,6 +246,12 @@ def test_a_cluster_that_does_not_start_is_one_line_per_error(pytester, tmp_path)
         "users: [{name: u, user: {token: x}}]\n"
         "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
     )
+    return kubeconfig
+
+
+def test_a_cluster_that_does_not_start_is_one_line_per_error(pytester, tmp_path):
+    # The plugin's own cluster fixture, on a kubeconfig whose API server refuses.
+    kubeconfig = refusing_kubeconfig(tmp_path)
     pytester.makefile(".yaml", policies=CATALOG)
     pytester.makepyfile(
         """
@@ -263,3 +268,30 @@ def test_it(trainjob_cluster):
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["the cluster did not start: cannot reach the API server of *"])
     assert "During handling" not in result.stdout.str()
+
+
+def test_under_xdist_the_controllers_start_failure_reaches_every_test(pytester, tmp_path):
+    # The controller starts the cluster once a worker has collected and hands the
+    # outcome over in a file (plugin/session.py); here, why it could not start.
+    kubeconfig = refusing_kubeconfig(tmp_path)
+    pytester.makefile(".yaml", policies=CATALOG)
+    pytester.mkdir("e2e")
+    pytester.path.joinpath("e2e", "test_two.py").write_text(
+        """
+import pytest
+@pytest.mark.policy("TJ-X-002")
+def test_one(trainjob_cluster):
+    pass
+@pytest.mark.policy("TJ-X-002")
+def test_two(trainjob_cluster):
+    pass
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "e2e", "-n", "2", "--trainjob-catalog=policies.yaml", "--trainjob-cluster=existing",
+        f"--trainjob-kubeconfig={kubeconfig}", f"--trainjob-run-dir={tmp_path / 'run'}",
+        "-p", "no:cacheprovider",
+    )  # fmt: skip
+    result.assert_outcomes(errors=2)
+    lines = [line for line in result.outlines if "the cluster did not start: cannot reach" in line]
+    assert len(lines) >= 2, result.stdout.str()

@@ -76,9 +76,11 @@ def _bench_kind(
     directory.mkdir(parents=True, exist_ok=True)
     on_run_dir(directory)
 
-    def suite(kubeconfig: Path, where: Path) -> tuple[float, int, Path]:
+    def run_on_kind(where: Path) -> tuple[float, int, Path]:
         where.mkdir(parents=True, exist_ok=True)
-        _, wall, code, report, _ = run_suite(profile, kubeconfig, workers, where, pytest_args)
+        _, wall, code, report, _ = run_suite(
+            profile, None, workers, where, pytest_args, cluster="kind"
+        )
         return wall, code, report
 
-    return kind_bench.bench_kind(profile, directory, suite)
+    return kind_bench.bench_kind(profile, directory, run_on_kind)

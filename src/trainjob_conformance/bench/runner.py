@@ -226,8 +226,15 @@ def _bare_control_plane(profile: Profile, binaries: dict[str, Path], run_dir: Pa
 
 
 def run_suite(
-    profile: Profile, kubeconfig: Path, workers: int, run_dir: Path, pytest_args: list[str]
+    profile: Profile,
+    kubeconfig: Path | None,
+    workers: int,
+    run_dir: Path,
+    pytest_args: list[str],
+    cluster: str = "existing",
 ) -> tuple[float, float, int, Path, Path]:
+    """`run` on the cluster at `kubeconfig`, or (`cluster="kind"`) on one it starts, in
+    `run_dir` (where its own run directories go, under .runs)."""
     report = run_dir / "report"
     timeline = run_dir / TIMELINE_FILE
     log = run_dir / "suite.log"
@@ -237,8 +244,8 @@ def run_suite(
         "trainjob_conformance.cli",
         "run",
         f"--profile={profile.name}",
-        "--cluster=existing",
-        f"--kubeconfig={kubeconfig}",
+        f"--cluster={cluster}",
+        *([f"--kubeconfig={kubeconfig}"] if kubeconfig is not None else []),
         f"--workers={workers}",
         f"--report={report}",
         "--",
@@ -248,8 +255,9 @@ def run_suite(
     started, epoch = time.monotonic(), time.time()
     with log.open("wb") as sink:
         code = subprocess.run(
-            command, stdout=sink, stderr=subprocess.STDOUT, preexec_fn=die_with_parent, check=False
-        ).returncode
+            command, stdout=sink, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+            check=False, cwd=run_dir,
+        ).returncode  # fmt: skip
     return epoch, time.monotonic() - started, code, report / f"{profile.name}.json", timeline
 
 

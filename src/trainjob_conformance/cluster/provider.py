@@ -7,7 +7,7 @@ this module; registry.py names them. Nothing here imports a provider.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +39,10 @@ class ClusterRequest:
     # kind only: images built here from pinned sources (local) or the releases'
     # images from their registries (upstream).
     image_source: str = "local"
+    # kind only: called once the nodes are up, before the stack is ready, so a
+    # MultiKueue worker's start can go beside the rest of the install, whose
+    # rollouts mostly wait on readiness probes rather than use the CPU.
+    on_created: Callable[[], None] | None = None
 
 
 @contextmanager

@@ -9,8 +9,10 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
-from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.provider import ClusterProvider, ClusterRequest
 from trainjob_conformance.errors import ConformanceError
 
@@ -44,7 +46,36 @@ def make_provider(request: ClusterRequest) -> ClusterProvider:
 PEER_PROVIDERS = ("embedded", "existing", "kind")
 
 
-def peer_unavailable(beside: ClusterHandle) -> str | None:
+class PeerSite(Protocol):
+    """What a worker cluster's start needs of the cluster it goes beside: a ready
+    cluster's handle has it, and so has a `StartingCluster`."""
+
+    @property
+    def provider(self) -> str: ...
+    @property
+    def built_by(self) -> str: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def run_dir(self) -> Path | None: ...
+
+
+@dataclass(frozen=True)
+class StartingCluster:
+    """A cluster whose nodes are up but whose stack is not ready yet: a worker can
+    start beside it already (its network and images exist)."""
+
+    provider: str
+    profile: str
+    run_dir: Path | None
+    built_by: str = ""
+
+    @classmethod
+    def of(cls, request: ClusterRequest) -> StartingCluster:
+        return cls(request.provider, request.profile.name, request.run_dir)
+
+
+def peer_unavailable(beside: PeerSite) -> str | None:
     """Why no worker cluster can start beside this one, or None."""
     if beside.provider not in PEER_PROVIDERS or beside.run_dir is None:
         return (
@@ -54,7 +85,7 @@ def peer_unavailable(beside: ClusterHandle) -> str | None:
     return None
 
 
-def peer_cluster(beside: ClusterHandle) -> ClusterProvider:
+def peer_cluster(beside: PeerSite) -> ClusterProvider:
     """A not yet started cluster of `beside`'s profile and provider; its state goes in
     a directory of `beside`'s run directory named after this process."""
     from trainjob_conformance.stack.profiles import load_profile

@@ -23,7 +23,7 @@ from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.health.stack_watch import StackBroken
 from trainjob_conformance.cluster.introspect import trainjob_spec_properties
 from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
-from trainjob_conformance.cluster.registry import peer_cluster, peer_unavailable
+from trainjob_conformance.cluster.registry import StartingCluster, peer_cluster, peer_unavailable
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.kinds import RESOURCE_FLAVOR
 from trainjob_conformance.kube.namespaces import temporary_namespace
@@ -99,23 +99,26 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    config = session.config
+def _controller_starts_cluster(config: pytest.Config) -> bool:
+    """Whether this process is an xdist controller that owns the run's cluster."""
     owner = config.stash[_SESSION_KEY]
     distributed = getattr(config.option, "numprocesses", None) and not owner.is_worker
-    if distributed and (run_includes_e2e(list(config.args)) or config.stash[_PACKS_KEY]):
-        # The controller starts the cluster before the workers exist; a
-        # failure is handed to them and reported as ERROR by every test.
-        with contextlib.suppress(ConformanceError):
-            owner.ensure()
+    return bool(distributed) and (
+        run_includes_e2e(list(config.args)) or bool(config.stash[_PACKS_KEY])
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _controller_starts_cluster(session.config):
+        session.config.stash[_SESSION_KEY].forget_handover()
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     owner = node.config.stash[_SESSION_KEY]
     node.workerinput.update(owner.worker_input())
-    if owner.handle is not None:
+    if _controller_starts_cluster(node.config):
         # Where the controller hands over the MultiKueue worker cluster (plugin/peer.py).
         if _PEER_KEY not in node.config.stash:
             node.config.stash[_PEER_KEY] = peer.PeerStart.fresh(owner.run_dir / "peer")
@@ -136,8 +139,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
-    starter = node.config.stash.get(_PEER_KEY, None)
-    owner = node.config.stash[_SESSION_KEY]
+    config = node.config
+    starter = config.stash.get(_PEER_KEY, None)
+    owner = config.stash[_SESSION_KEY]
+    first = owner.handle is None and owner.start_error is None
+    if first and ids and _controller_starts_cluster(config):
+        # The first worker has collected, so the controller knows whether a selected
+        # test wants the MultiKueue worker cluster: that start can go beside the end
+        # of this one. xdist sends no test before this hook returns, and a failure
+        # reaches the workers as every test's ERROR (plugin/session.py).
+        beside = StartingCluster.of(owner.settings.request)
+        early = (lambda: starter.start(beside)) if starter is not None else None
+        with contextlib.suppress(ConformanceError):
+            owner.ensure(on_created=early)
+        owner.hand_over()
     if starter is not None and owner.handle is not None:
         starter.start(owner.handle)
 

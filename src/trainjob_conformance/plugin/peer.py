@@ -1,11 +1,14 @@
 """The MultiKueue worker cluster under pytest-xdist: started early by the controller,
-beside the suite, and handed to whichever worker runs the test that needs it.
+beside the run's own cluster and the suite, and handed to whichever worker runs
+the test that needs it.
 
 A kind worker cluster takes a minute or more to create and install; started by
 the test that needs it, that minute was spent inside the suite, with the test's
 xdist worker doing nothing else. So the xdist workers say, once they have
 collected, whether a selected test asks for `trainjob_worker_cluster`; the
-controller then starts the cluster in a thread while the tests run, writes its
+controller, which starts the run's cluster only then (plugin/session.py),
+starts the worker cluster in a thread as soon as the run's kind nodes are up
+(or, for a provider that cannot tell, once its cluster is ready), writes its
 handle (or why it could not start) into a directory of the run, and stops it
 at the end of the session. The controller outlives every xdist worker, so the
 cluster is never stopped under a test still using it. Run serially, the
@@ -24,7 +27,7 @@ from typing import Any
 
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.provider import ClusterProvider
-from trainjob_conformance.cluster.registry import peer_cluster, peer_unavailable
+from trainjob_conformance.cluster.registry import PeerSite, peer_cluster, peer_unavailable
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.progress import say
@@ -77,13 +80,13 @@ class PeerStart:
     def wanted(self) -> bool:
         return (self.directory / WANTED_FILE).is_file()
 
-    def start(self, beside: ClusterHandle) -> None:
+    def start(self, beside: PeerSite) -> None:
         """Start it beside `beside` unless it is started already or nobody wants it."""
         # Where no worker can start, the test skips with the reason itself.
         if self.thread is not None or not self.wanted or peer_unavailable(beside):
             return
         self.cluster = peer_cluster(beside)
-        say("starting the MultiKueue worker cluster beside the suite")
+        say("starting the MultiKueue worker cluster in the background")
         self.thread = threading.Thread(target=self._up, name="peer-cluster", daemon=True)
         self.thread.start()
 

@@ -1,16 +1,23 @@
 """One cluster per test run: started once, handed to xdist workers, stopped at the end.
 
-Under pytest-xdist the controller process owns the cluster and passes its
-coordinates (or why it could not start) to the workers through `workerinput`;
-run serially, the session fixture starts it on first use.
+Under pytest-xdist the controller process owns the cluster. It starts it once
+the first worker has collected (so it knows whether a selected test needs the
+MultiKueue worker cluster, whose start can then go beside the cluster's own)
+and writes its coordinates, or why it could not start, to a file named in
+`workerinput`. xdist sends no test before that hook returns, so the file is
+there when a test first asks. Run serially, the session fixture starts the
+cluster on first use.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +29,8 @@ from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.lifecycle.processes import still_running
 from trainjob_conformance.plugin.options import Settings
 
-WORKER_INPUT_KEY = "trainjob_cluster"
-WORKER_ERROR_KEY = "trainjob_cluster_error"
+HANDOVER_KEY = "trainjob_cluster_file"
+HANDOVER_FILE = "cluster-handover.json"
 STARTUP_ERROR_FILE = "startup-error.txt"
 
 
@@ -42,36 +49,67 @@ class ClusterSession:
         self.provider: ClusterProvider | None = None
         self.startup_seconds: float | None = None
         self.start_error: str | None = None
-        if worker_input is not None:
-            if WORKER_INPUT_KEY in worker_input:
-                self.handle = ClusterHandle.from_json(json.loads(worker_input[WORKER_INPUT_KEY]))
-            self.start_error = worker_input.get(WORKER_ERROR_KEY)
+        # An xdist worker's: where the controller writes the cluster's coordinates.
+        self.handover: Path | None = None
+        if worker_input is not None and HANDOVER_KEY in worker_input:
+            self.handover = Path(worker_input[HANDOVER_KEY])
 
     @property
     def run_dir(self) -> Path:
         return self.settings.request.run_dir
 
-    def worker_input(self) -> dict[str, str]:
-        if self.handle is not None:
-            return {WORKER_INPUT_KEY: json.dumps(self.handle.to_json())}
-        if self.start_error is not None:
-            return {WORKER_ERROR_KEY: self.start_error}
-        return {}
+    @property
+    def handover_file(self) -> Path:
+        return self.run_dir / HANDOVER_FILE
 
-    def ensure(self) -> ClusterHandle:
-        """The cluster, started on first call; ConformanceError (one line) if it cannot be."""
+    def worker_input(self) -> dict[str, str]:
+        """The controller's word to each xdist worker (a replaced one too)."""
+        return {HANDOVER_KEY: str(self.handover_file)}
+
+    def forget_handover(self) -> None:
+        """The controller's, before any worker exists: an earlier session's hand-over in
+        the same run directory must not reach this one's workers."""
+        self.handover_file.unlink(missing_ok=True)
+
+    def hand_over(self) -> None:
+        """The controller's side, once `ensure` has ended either way."""
         if self.handle is not None:
-            return self.handle
-        if self.start_error is not None:
-            raise ConformanceError(self.start_error)
-        if self.is_worker:
+            data: dict[str, Any] = {"handle": self.handle.to_json()}
+        else:
+            data = {"error": self.start_error or "the controller did not start the cluster"}
+        self.handover_file.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.handover_file.with_name(f".{HANDOVER_FILE}.{os.getpid()}")
+        partial.write_text(json.dumps(data))
+        os.replace(partial, self.handover_file)
+
+    def _take_over(self) -> None:
+        """An xdist worker's side: what the controller wrote before sending any test."""
+        if self.handover is None or not self.handover.is_file():
             raise ConformanceError(
                 "this xdist worker got no cluster from the controller; "
                 "run the e2e directory (or a path inside it) so the controller starts one"
             )
+        data = json.loads(self.handover.read_text())
+        if "handle" in data:
+            self.handle = ClusterHandle.from_json(data["handle"])
+        else:
+            self.start_error = str(data["error"])
+
+    def ensure(self, on_created: Callable[[], None] | None = None) -> ClusterHandle:
+        """The cluster, started on first call; ConformanceError (one line) if it cannot be.
+
+        `on_created` is called once the nodes are up, where the provider can tell
+        (ClusterRequest.on_created), before the stack is ready.
+        """
+        if self.is_worker and self.handle is None and self.start_error is None:
+            self._take_over()
+        if self.handle is not None:
+            return self.handle
+        if self.start_error is not None:
+            raise ConformanceError(self.start_error)
         started = time.monotonic()
         try:
-            self.provider = make_provider(self.settings.request)
+            self.provider = make_provider(replace(self.settings.request, on_created=on_created))
             self.handle = self.provider.up()
         except ConformanceError as error:
             self.start_error = self._one_line(str(error))

@@ -17,6 +17,7 @@ as a subprocess, always with --kubeconfig, so ~/.kube/config is never touched.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -114,6 +115,10 @@ def cluster_name(run_dir: Path) -> str:
     return f"tjc-{run_id}"
 
 
+# The provider's timings of its start (`kind_create`, `install`, `ready`, ...), in seconds.
+TIMINGS_FILE = "kind-timings.json"
+
+
 class KindStackCluster:
     """A kind cluster this run creates, installs the stack on, and deletes."""
 
@@ -128,6 +133,7 @@ class KindStackCluster:
         for_peers: bool = False,
         bare: bool = False,
         leave_out: tuple[str, ...] = (),
+        on_created: Callable[[], None] | None = None,
     ) -> None:
         if image_source not in IMAGE_SOURCES:
             raise ConformanceError(
@@ -146,6 +152,8 @@ class KindStackCluster:
         self.bare = bare
         # Controllers of the profile this cluster does without (a MultiKueue worker's).
         self.leave_out = leave_out
+        # Called once `kind create` has ended well (ClusterRequest.on_created).
+        self.on_created = on_created
         self.docker: DockerDaemon | None = None
         self.record: reclaim.ClusterRecord | None = None
         self.watch: StackWatch | None = None
@@ -355,6 +363,8 @@ class KindStackCluster:
                 self._timed("install beside kind create", began)
         if self.bare:
             return
+        if self.on_created is not None:
+            self.on_created()
         started = time.monotonic()
         with self._workers_kept_whole(kubectl):
             self._timed("nodes", started)
@@ -529,6 +539,8 @@ class KindStackCluster:
         self._timed("admission", started)
         self._timed("ready", self.started)
         say(f"kind timings (s): {self.timings}")
+        # For the bench, which reads a `run --cluster kind`'s start from here.
+        (self.run_dir / TIMINGS_FILE).write_text(json.dumps(self.timings) + "\n")
         handle = ClusterHandle(
             provider="kind",
             kubeconfig=self._peer_kubeconfig() if self.for_peers else self.kubeconfig,
@@ -639,4 +651,6 @@ def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackClust
 
 def from_request(request: ClusterRequest) -> KindStackCluster:
     """The registry's way in (cluster/registry.py)."""
-    return KindStackCluster(request.profile, request.run_dir, request.image_source)
+    return KindStackCluster(
+        request.profile, request.run_dir, request.image_source, on_created=request.on_created
+    )
