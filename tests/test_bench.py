@@ -386,3 +386,30 @@ def test_the_kind_round_takes_the_start_from_the_provider_and_the_suite_after_re
     result.embedded_suite = 46.0
     assert result.suite_ratio == 2.0
     assert "| the whole `run --cluster kind` | 141.0 s |" in kind_bench.table([result])
+
+
+def test_each_kind_round_is_held_to_its_embedded_suite_as_the_report_times_it(
+    tmp_path, monkeypatch
+):
+    # Both suites by their reports (the session after the cluster was ready): the
+    # embedded command's wall adds Python's and pytest's start.
+    from trainjob_conformance.bench import command
+    from trainjob_conformance.bench.kind import KindBench
+    from trainjob_conformance.stack.profiles import load_profile
+
+    def once(index, *args):
+        run = _run(index, 4.0, 8.0, 47.0, 40.0)  # the command's wall: 50 s
+        run.session_suite = 45.0
+        return run
+
+    monkeypatch.setattr(command, "bench_once", once)
+    monkeypatch.setattr(
+        command, "_bench_kind", lambda *args: KindBench(25.0, {"ready": 50.0}, 90.0, 0, {})
+    )
+    code = command.run_bench(
+        load_profile("latest"), tmp_path, 1, 2, tmp_path / "out", [], kind=True
+    )
+    written = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert code == 0
+    assert written["kind"]["runs"][0]["embedded_suite"] == 45.0
+    assert written["kind"]["suite_ratio"]["median"] == 2.0

@@ -87,6 +87,9 @@ class BenchRun:
     tests: list[PolicySample] = field(default_factory=list)
     suite_started: float = 0.0  # epoch seconds
     suite_ended: float = 0.0
+    # The suite as its report times it: the pytest session after the cluster was
+    # ready (no process start, no report writing), as the kind round's is taken.
+    session_suite: float = 0.0
 
     @property
     def suite_lead(self) -> float:
@@ -297,7 +300,8 @@ def bench_once(
             f"bench run {index}: the suite wrote no results (exit {code}); see {suite_dir / 'suite.log'}"
         )
     counts: dict[str, int] = {}
-    for row in RunReport.read(report_file).results:
+    report = RunReport.read(report_file)
+    for row in report.results:
         counts[row.result] = counts.get(row.result, 0) + 1
     run = BenchRun(
         index=index,
@@ -309,6 +313,7 @@ def bench_once(
         tests=_with_reactions(samples_from(timeline_file), audit_log, index),
         suite_started=epoch,
         suite_ended=epoch + wall,
+        session_suite=report.wall_seconds - (report.cluster_start_seconds or 0.0),
     )
     say(
         f"bench run {index}: bare control plane {bare:.1f}s, start {run.start_total:.1f}s "
