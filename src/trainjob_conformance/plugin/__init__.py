@@ -30,6 +30,7 @@ from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.kube.record import Recorder
 from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.lifecycle.interrupts import (
+    die_with_parent,
     ignore_interrupts,
     raise_interrupt_on_termination,
     restore_handlers,
@@ -89,6 +90,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C: the
         # cluster is stopped and the report says the run was interrupted.
         raise_interrupt_on_termination()
+    else:
+        # A worker whose controller was killed (SIGKILL) goes with it: idle while
+        # the controller starts the cluster, it would otherwise print xdist's
+        # "cannot send (already closed?)" traceback, and a busy one would run on
+        # against a cluster nobody will report on.
+        die_with_parent()
     config.pluginmanager.register(
         PolicyResults(config, settings, lambda: _catalog(config), session),
         "trainjob-policy-results",
