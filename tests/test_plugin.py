@@ -295,3 +295,20 @@ def test_two(trainjob_cluster):
     result.assert_outcomes(errors=2)
     lines = [line for line in result.outlines if "the cluster did not start: cannot reach" in line]
     assert len(lines) >= 2, result.stdout.str()
+
+
+def test_under_xdist_an_empty_selection_starts_no_cluster(pytester, tmp_path):
+    kubeconfig = refusing_kubeconfig(tmp_path)
+    pytester.makefile(".yaml", policies=CATALOG)
+    pytester.mkdir("e2e")
+    pytester.path.joinpath("e2e", "test_one.py").write_text(
+        "def test_one(trainjob_cluster):\n    pass\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "e2e", "-n", "2", "-k", "nothing_matches", "--trainjob-catalog=policies.yaml",
+        "--trainjob-cluster=existing", f"--trainjob-kubeconfig={kubeconfig}",
+        f"--trainjob-run-dir={tmp_path / 'run'}", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout.str()
+    # The controller writes the hand-over whenever it tried to start the cluster.
+    assert not (tmp_path / "run" / "cluster-handover.json").exists()
