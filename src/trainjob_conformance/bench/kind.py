@@ -14,10 +14,10 @@ The two ratios the kind provider is held to come from these: (2)'s start over
 --cluster existing` on the embedded stack, whose MultiKueue worker starts
 inside its suite: about 10 s of the embedded suite). Both suites are timed by
 their reports (the pytest session after its cluster was ready), not by the
-command's wall time, which adds Python's and pytest's start (about 5 s). With several runs each
-kind round follows its embedded run, so a ratio's two sides share the
-machine's load of the moment, and the table gives each run and the min /
-median / max (the machines are shared and noisy).
+command's wall time, which adds Python's and pytest's start (about 5 s).
+With several runs each kind round follows its embedded run, so a ratio's two
+sides share the machine's load of the moment, and the table gives each run
+and the min / median / max (the machines are shared and noisy).
 """
 
 from __future__ import annotations
