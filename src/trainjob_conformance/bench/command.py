@@ -35,7 +35,7 @@ def run_bench(
         done.append(bench_once(index, profile, where, workers, pytest_args, on_run_dir))
         if kind:
             round_ = _bench_kind(profile, where, workers, pytest_args, on_run_dir)
-            round_.embedded_suite = done[-1].session_suite or done[-1].suite_wall
+            round_.embedded_suite = done[-1].session_suite
             on_kind.append(round_)
     meta = {
         "profile": profile.name,

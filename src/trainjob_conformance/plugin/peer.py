@@ -18,7 +18,6 @@ fixture starts the cluster itself, as before.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import traceback
@@ -31,6 +30,7 @@ from trainjob_conformance.cluster.registry import PeerSite, peer_cluster, peer_u
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.progress import say
+from trainjob_conformance.report.files import write_whole
 
 PEER_DIR_KEY = "trainjob_peer_dir"
 PEER_FIXTURE = "trainjob_worker_cluster"
@@ -49,16 +49,10 @@ class PeerNotStarted(ConformanceError):
     """The controller's start of the worker cluster failed; the message is its reason."""
 
 
-def _write(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(text)
-    os.replace(partial, path)
-
-
 def mark_wanted(directory: Path, test_ids: list[str]) -> None:
     """An xdist worker's word that a selected test needs the worker cluster."""
     directory.mkdir(parents=True, exist_ok=True)
-    _write(directory / WANTED_FILE, "\n".join(test_ids) + "\n")
+    write_whole(directory / WANTED_FILE, "\n".join(test_ids) + "\n")
 
 
 class PeerStart:
@@ -96,17 +90,17 @@ class PeerStart:
         try:
             handle = self.cluster.up()
         except (ConformanceError, WaitTimeout) as error:
-            _write(self.directory / ERROR_FILE, str(error).splitlines()[0])
+            write_whole(self.directory / ERROR_FILE, str(error).splitlines()[0])
             return
         except Exception as error:  # a bug of the harness: the traceback goes to a file
             details = self.directory / "error-details.txt"
             details.write_text("".join(traceback.format_exception(error)))
-            _write(
+            write_whole(
                 self.directory / ERROR_FILE,
                 f"could not start the worker cluster: {error} (details: {details})",
             )
             return
-        _write(self.directory / HANDLE_FILE, json.dumps(handle.to_json()))
+        write_whole(self.directory / HANDLE_FILE, json.dumps(handle.to_json()))
         say(f"the MultiKueue worker cluster is ready ({time.monotonic() - started:.1f}s)")
 
     def stop(self) -> None:

@@ -12,7 +12,6 @@ cluster on first use.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import traceback
@@ -28,6 +27,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.lifecycle.processes import still_running
 from trainjob_conformance.plugin.options import Settings
+from trainjob_conformance.report.files import write_whole
 
 HANDOVER_KEY = "trainjob_cluster_file"
 HANDOVER_FILE = "cluster-handover.json"
@@ -78,9 +78,7 @@ class ClusterSession:
         else:
             data = {"error": self.start_error or "the controller did not start the cluster"}
         self.handover_file.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.handover_file.with_name(f".{HANDOVER_FILE}.{os.getpid()}")
-        partial.write_text(json.dumps(data))
-        os.replace(partial, self.handover_file)
+        write_whole(self.handover_file, json.dumps(data))
 
     def _take_over(self) -> None:
         """An xdist worker's side: what the controller wrote before sending any test."""
