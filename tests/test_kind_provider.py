@@ -2,6 +2,8 @@
 (docs/kind.md), and its pure parts are tested in test_kind_images.py and test_kind_config.py.
 """
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -253,3 +255,50 @@ def test_a_multikueue_worker_runs_the_stack_without_the_training_operator(tmp_pa
     worker = kind.multikueue_worker(profile, tmp_path / "run")
     assert manager.controllers == ["jobset", "trainer", "kueue", "training-operator"]
     assert worker.controllers == ["jobset", "trainer", "kueue"]
+
+
+def _running_with(*args: str) -> subprocess.Popen[bytes]:
+    """A Python process that lives about a second with these words on its command line."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)", *args])
+
+
+def test_the_processes_creating_a_cluster_are_told_by_its_name_and_label():
+    from trainjob_conformance.cluster.kind import reclaim
+
+    docker_run = _running_with("--label", f"{reclaim.CLUSTER_LABEL}=tjc-x", "--name", "tjc-x-w")
+    kind_create = _running_with("create", "cluster", "--name", "tjc-x", "--retain")
+    other = _running_with("--label", f"{reclaim.CLUSTER_LABEL}=tjc-xy")
+    other_create = _running_with("create", "cluster", "--name", "tjc-xy")
+    try:
+        assert {docker_run.pid, kind_create.pid} <= set(reclaim.creators("tjc-x"))
+        assert not {other.pid, other_create.pid} & set(reclaim.creators("tjc-x"))
+        assert not reclaim.creators("tjc-none")
+    finally:
+        for process in (docker_run, kind_create, other, other_create):
+            process.kill()
+            process.wait()
+
+
+def test_a_deletion_lists_the_nodes_only_once_their_creation_has_stopped(tmp_path, monkeypatch):
+    # The harness killed by SIGKILL during `kind create`: kind dies with it, but a
+    # `docker run` it had made for a node still ends in the daemon. Listed before,
+    # that node was missed and the cluster left behind.
+    from trainjob_conformance.cluster.kind import reclaim
+
+    kubeconfig = tmp_path / "kind-kubeconfig.yaml"
+    record = reclaim.new_record("tjc-x", kubeconfig, Path("/bin/kind"), created_network=False)
+    still_running = []
+
+    def listed(name, harness_only=True):
+        still_running.append(docker_run.poll() is None)
+        return []
+
+    monkeypatch.setattr(reclaim, "listed_nodes", listed)
+    docker_run = _running_with("--label", f"{reclaim.CLUSTER_LABEL}=tjc-x")
+    try:
+        reclaim.delete(record, tmp_path)
+    finally:
+        docker_run.kill()
+        docker_run.wait()
+    assert still_running and not any(still_running), "the nodes were listed during the creation"
+    assert record.state == "deleted"

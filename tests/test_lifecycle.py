@@ -325,3 +325,60 @@ def test_processes_naming_takes_only_executables_inside_the_directory(tmp_path):
         for child in (inside, naming):
             child.kill()
             child.wait()
+
+
+def test_reap_looks_again_for_what_a_stopping_launcher_started(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    # kwokctl, killed while it starts the control plane, may start one more
+    # component after the first look: it must not outlive the reap.
+    cluster = tmp_path / "cluster"
+    sleeper(sleepers, inside=str(cluster)).kill()  # puts a sleep in the cluster's bin/
+    late = tmp_path / "late.pid"
+    script = (
+        f"trap '{cluster}/bin/sleep 300 & echo $! > {late}; exit 0' TERM; "
+        f"touch {tmp_path}/ready; sleep 300 & wait"
+    )
+    launcher = subprocess.Popen(["sh", "-c", script], start_new_session=True)
+    sleepers.append(launcher)
+    wait_for("the launcher to set its trap", (tmp_path / "ready").exists, timeout=10)
+    ledger = ProcessLedger.create(tmp_path / "run")
+    ledger.record_directory(cluster)
+    identity = ProcessIdentity.of(launcher.pid, "kwokctl")
+    assert identity is not None
+    ledger.record(identity)
+
+    reaped = ledger.reap(grace=5)
+
+    started_late = ProcessIdentity.of(int(late.read_text()), "sleep")
+    assert started_late is None or not started_late.is_alive(), "the late component still runs"
+    assert int(late.read_text()) in {p.pid for p in reaped}
+
+
+def _child_output(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+    )
+
+
+def test_a_process_whose_parent_has_gone_leaves_at_once_and_quietly() -> None:
+    from trainjob_conformance.lifecycle import interrupts
+
+    orphaned = _child_output(
+        "import os, subprocess, sys; from trainjob_conformance.lifecycle.interrupts import "
+        "leave_if_orphaned\n"
+        "gone = subprocess.Popen(['true']); gone.wait()\n"
+        "leave_if_orphaned(gone.pid); print('went on')"
+    )
+    assert (orphaned.returncode, orphaned.stdout, orphaned.stderr) == (128 + signal.SIGTERM, "", "")
+
+    with_parent = _child_output(
+        "import os; from trainjob_conformance.lifecycle.interrupts import leave_if_orphaned\n"
+        "leave_if_orphaned(os.getppid()); print('went on')"
+    )
+    assert with_parent.stdout == "went on\n", with_parent.stderr
+
+    # A parent that has begun to exit counts as gone, before the kernel reparents.
+    zombie = subprocess.Popen(["true"])
+    wait_for("the child to exit", lambda: interrupts.process_exiting(zombie.pid), timeout=10)
+    zombie.wait()

@@ -1,6 +1,11 @@
 """The plugin's verdicts, on a stand-in cluster handle (no cluster is involved)."""
 
+import signal
+
 import pytest
+
+from trainjob_conformance.kube.waits import wait_for
+from trainjob_conformance.lifecycle.interrupts import process_exiting
 
 CATALOG = """
 TJ-X-001:
@@ -312,3 +317,38 @@ def test_under_xdist_an_empty_selection_starts_no_cluster(pytester, tmp_path):
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout.str()
     # The controller writes the hand-over whenever it tried to start the cluster.
     assert not (tmp_path / "run" / "cluster-handover.json").exists()
+
+
+def test_a_worker_outliving_its_killed_controller_leaves_without_a_traceback(pytester, tmp_path):
+    # The controller killed by SIGKILL: its workers see its pipes close a moment
+    # before the kernel's SIGTERM reaches them. A worker that gets there first
+    # (here: one that ignores SIGTERM) used to end its session by reporting to
+    # the dead controller, printing xdist's "cannot send (already closed?)".
+    kubeconfig = refusing_kubeconfig(tmp_path)
+    pid_file = tmp_path / "worker.pid"
+    pytester.makefile(".yaml", policies=CATALOG)
+    pytester.makeconftest(
+        f"""
+import os, signal
+def pytest_collection_finish(session):
+    if getattr(session.config, "workerinput", {{}}).get("workerid") == "gw0":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        os.kill(os.getppid(), signal.SIGKILL)
+"""
+    )
+    pytester.mkdir("e2e")
+    pytester.path.joinpath("e2e", "test_one.py").write_text(
+        "def test_one():\n    pass\ndef test_two():\n    pass\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "e2e", "-n", "2", "--trainjob-catalog=policies.yaml", "--trainjob-cluster=existing",
+        f"--trainjob-kubeconfig={kubeconfig}", f"--trainjob-run-dir={tmp_path / 'run'}",
+        "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert result.ret == -signal.SIGKILL
+    worker = int(pid_file.read_text())
+    wait_for("the worker to exit", lambda: process_exiting(worker), timeout=30)
+    # Read again: the worker wrote to the same file after the controller died.
+    printed = (pytester.path / "stdout").read_text() + (pytester.path / "stderr").read_text()
+    assert "cannot send" not in printed, printed

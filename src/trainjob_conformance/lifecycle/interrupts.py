@@ -13,6 +13,7 @@ import ctypes
 import os
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -52,6 +53,33 @@ def die_with_parent() -> None:
     """
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+# The kernel's flag on a task that has begun to exit (include/linux/sched.h),
+# set before it closes the task's files.
+_PF_EXITING = 0x4
+
+
+def process_exiting(pid: int) -> bool:
+    """Whether process `pid` is gone, a zombie, or on its way out."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[0] in "ZX" or bool(int(fields[6]) & _PF_EXITING)
+
+
+def leave_if_orphaned(parent: int) -> None:
+    """Exit at once, printing nothing, if `parent` (the process that started this
+    one) is dying or dead: as die_with_parent's SIGTERM would have taken this one.
+
+    For where the dying parent's closed pipes can be seen before that signal
+    arrives (the kernel closes an exiting process's files, then signals its
+    children): a process that goes on from there reports to nobody.
+    """
+    if os.getppid() != parent or process_exiting(parent):
+        os._exit(128 + signal.SIGTERM)
 
 
 def interruptible_child() -> None:

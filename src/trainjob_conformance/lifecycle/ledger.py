@@ -38,6 +38,8 @@ LEDGER_FILE = "owned-processes.jsonl"
 DETACHED = "detached"
 CLOSED = "closed"
 _GRACE_SECONDS = 10.0
+# How many times `reap` looks for the run's processes (see there).
+_LOOKS = 3
 # A recorded clean-up command (a kind cluster's deletion takes about 10 s).
 _COMMAND_TIMEOUT = 120.0
 # The order a cluster stops in cleanly: the managers (and their forwarders)
@@ -176,16 +178,20 @@ class ProcessLedger:
         return alive
 
     def reap(self, grace: float = _GRACE_SECONDS) -> list[ProcessIdentity]:
-        """SIGTERM what is still running, SIGKILL what outlives the grace; returns them."""
-        targets = self.living()
-        deadline = time.monotonic() + grace
-        for stage in range(len(_STOP_STAGES) + 1):
-            group = [p for p in targets if _stop_stage(p) == stage]
-            for process in group:
-                process.signal(signal.SIGTERM)
-            _wait_exited(group, deadline - time.monotonic())
-        for process in targets:
-            process.signal(signal.SIGKILL)
+        """SIGTERM what is still running, SIGKILL what outlives the grace; returns them.
+
+        Looks again once they are stopped: a process still starting others when
+        the first look was taken (kwokctl, starting the control plane) may have
+        started more before it stopped.
+        """
+        targets: list[ProcessIdentity] = []
+        for _ in range(_LOOKS):
+            stopped = {(p.pid, p.start) for p in targets}
+            found = [p for p in self.living() if (p.pid, p.start) not in stopped]
+            if not found:
+                break
+            _stop(found, grace)
+            targets += found
         for entry in self._entries():
             if "command" in entry:
                 # Its own session: the terminal's Ctrl-C must not cut it short.
@@ -201,6 +207,18 @@ class ProcessLedger:
                 if process is not None and not others:
                     targets.append(process)
         return targets
+
+
+def _stop(targets: list[ProcessIdentity], grace: float) -> None:
+    """SIGTERM by stages (_STOP_STAGES), then SIGKILL to what outlived the grace."""
+    deadline = time.monotonic() + grace
+    for stage in range(len(_STOP_STAGES) + 1):
+        group = [p for p in targets if _stop_stage(p) == stage]
+        for process in group:
+            process.signal(signal.SIGTERM)
+        _wait_exited(group, deadline - time.monotonic())
+    for process in targets:
+        process.signal(signal.SIGKILL)
 
 
 def _wait_exited(targets: list[ProcessIdentity], grace: float) -> None:

@@ -32,6 +32,7 @@ from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.lifecycle.interrupts import (
     die_with_parent,
     ignore_interrupts,
+    leave_if_orphaned,
     raise_interrupt_on_termination,
     restore_handlers,
 )
@@ -169,6 +170,13 @@ def pytest_sessionfinish(session: pytest.Session) -> Iterator[None]:
     # A wrapper, so the cluster stops even when another plugin's
     # sessionfinish raises (xdist does, when Ctrl-C has already killed its
     # workers), which would skip pytest_unconfigure.
+    owner = session.config.stash[_SESSION_KEY]
+    if owner.controller is not None:
+        # A worker whose controller was killed ends its session when the closed
+        # pipe reaches it; should that come before the kernel's SIGTERM
+        # (die_with_parent), xdist's report to nobody would print "cannot send
+        # (already closed?)" under the harness's one line.
+        leave_if_orphaned(owner.controller)
     previous = {}
     if not is_xdist_worker(session.config):
         # The tests are over: a Ctrl-C now would only cut the report and

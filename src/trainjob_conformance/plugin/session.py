@@ -12,6 +12,7 @@ cluster on first use.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -30,6 +31,8 @@ from trainjob_conformance.plugin.options import Settings
 from trainjob_conformance.report.files import write_whole
 
 HANDOVER_KEY = "trainjob_cluster_file"
+# The controller's pid: a worker outliving it (lifecycle/interrupts.py) leaves quietly.
+CONTROLLER_KEY = "trainjob_controller_pid"
 HANDOVER_FILE = "cluster-handover.json"
 STARTUP_ERROR_FILE = "startup-error.txt"
 
@@ -51,8 +54,12 @@ class ClusterSession:
         self.start_error: str | None = None
         # An xdist worker's: where the controller writes the cluster's coordinates.
         self.handover: Path | None = None
+        # And the process that started it, which it reports to.
+        self.controller: int | None = None
         if worker_input is not None and HANDOVER_KEY in worker_input:
             self.handover = Path(worker_input[HANDOVER_KEY])
+        if worker_input is not None and CONTROLLER_KEY in worker_input:
+            self.controller = int(worker_input[CONTROLLER_KEY])
 
     @property
     def run_dir(self) -> Path:
@@ -64,7 +71,7 @@ class ClusterSession:
 
     def worker_input(self) -> dict[str, str]:
         """The controller's word to each xdist worker (a replaced one too)."""
-        return {HANDOVER_KEY: str(self.handover_file)}
+        return {HANDOVER_KEY: str(self.handover_file), CONTROLLER_KEY: str(os.getpid())}
 
     def forget_handover(self) -> None:
         """The controller's, before any worker exists: an earlier session's hand-over in

@@ -31,6 +31,7 @@ from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.kinds import NODE
 from trainjob_conformance.kube.waits import NotYet, wait_for
+from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.lifecycle.ledger import ProcessIdentity
 from trainjob_conformance.lifecycle.processes import (
     RunOwnership,
@@ -156,7 +157,12 @@ class EmbeddedControlPlane:
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                # kwokctl outliving a harness killed by SIGKILL would go on
+                # starting the control plane after the watchdog has reaped.
+                preexec_fn=die_with_parent,
             )
+        # In the ledger too: the watchdog stops it before what it has started.
+        RunOwnership.of(self.run_dir).record(process.pid, "kwokctl")
         # Kept, so that `down` can stop a create still running in the background.
         self._kwokctl_process = process
         try:

@@ -64,6 +64,7 @@ from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.kinds import CRD
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
+from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.lifecycle.processes import (
     RunOwnership,
     register_cleanup,
@@ -382,10 +383,12 @@ class KindStackCluster:
         log = self.run_dir / "kind-create.log"
         ended: list[float] = []
         with log.open("wb") as output:
+            # Goes with this process even when it is killed by SIGKILL: kind going
+            # on would make nodes after the watchdog's deletion (reclaim.py).
             process = subprocess.Popen(
                 [str(kind_bin), "create", "cluster", "--name", self.name, "--config", str(config),
                  "--kubeconfig", str(self.kubeconfig), "--retain"],
-                stdout=output, stderr=subprocess.STDOUT,
+                stdout=output, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
             )  # fmt: skip
 
             def kind_ended() -> int | None:

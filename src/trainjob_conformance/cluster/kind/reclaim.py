@@ -17,12 +17,15 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
+
 from trainjob_conformance.cluster.kind.images.node import (
     BUILD_CONTAINER_PREFIX,
     BUILD_OWNER_LABEL,
     NODE_IMAGE_LABEL,
 )
 from trainjob_conformance.cluster.run_state import KIND_RECORD_FILE
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.lifecycle.ledger import ProcessIdentity, start_time
 from trainjob_conformance.progress import say
 
@@ -109,6 +112,43 @@ def _network_in_use() -> bool:
     return result.returncode != 0 or result.stdout.strip() not in ("", "0")
 
 
+# How long a deletion waits for the cluster's creation to stop (see `delete`).
+_CREATORS_SECONDS = 60.0
+
+
+def creators(name: str) -> list[int]:
+    """Processes still making cluster `name`: `kind create` and the `docker run` calls it
+    makes for the nodes (their command lines carry the cluster's label)."""
+    label = f"{CLUSTER_LABEL}={name}"
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        command = process.info["cmdline"] or []
+        if process.info["status"] == psutil.STATUS_ZOMBIE or process.pid == os.getpid():
+            continue
+        creating = {"create", "cluster"} <= set(command) and _flag(command, "--name") == name
+        if creating or label in command:
+            found.append(process.pid)
+    return found
+
+
+def _flag(command: list[str], flag: str) -> str | None:
+    return command[command.index(flag) + 1] if flag in command[:-1] else None
+
+
+def _creation_stopped(name: str) -> None:
+    """Wait, bounded, until nothing makes this cluster's nodes any more. A `kind create`
+    whose harness was killed dies with it, but the `docker run` calls it had made
+    finish in the daemon: nodes listed before they end would be missed. Nothing is
+    signalled (the processes are only named by the cluster's label)."""
+
+    def stopped() -> bool | NotYet:
+        left = creators(name)
+        return True if not left else NotYet(f"still creating nodes: pids {left}")
+
+    with contextlib.suppress(WaitTimeout):  # what is left is reported by `delete`
+        wait_for(f"kind cluster {name}'s creation to stop", stopped, _CREATORS_SECONDS)
+
+
 def delete(record: ClusterRecord, run_dir: Path) -> None:
     """Delete the recorded cluster (kubeconfig named: kind never edits ~/.kube/config).
 
@@ -116,6 +156,7 @@ def delete(record: ClusterRecord, run_dir: Path) -> None:
     listing that failed is not an empty one (a stopped daemon once made a cluster
     look deleted while its nodes were still in the daemon's store).
     """
+    _creation_stopped(record.name)
     listed = listed_nodes(record.name, harness_only=False)
     if isinstance(listed, str):
         say(f"kind cluster {record.name} is not deleted: Docker could not list its nodes "
