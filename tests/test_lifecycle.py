@@ -7,6 +7,7 @@ harness's own bookkeeping, not cluster behaviour.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -379,6 +380,7 @@ def test_a_process_whose_parent_has_gone_leaves_at_once_and_quietly() -> None:
     assert with_parent.stdout == "went on\n", with_parent.stderr
 
     # A parent that has begun to exit counts as gone, before the kernel reparents.
+    assert not interrupts.process_exiting(os.getpid())
     zombie = subprocess.Popen(["true"])
     wait_for("the child to exit", lambda: interrupts.process_exiting(zombie.pid), timeout=10)
     zombie.wait()
