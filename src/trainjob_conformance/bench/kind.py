@@ -109,9 +109,7 @@ def bench_kind(profile: Profile, run_dir: Path, run_on_kind: Any) -> KindBench:
     suite = wall
     if report_file.is_file():
         report = RunReport.read(report_file)
-        for row in report.results:
-            counts[row.result] = counts.get(row.result, 0) + 1
-        suite = report.wall_seconds - (report.cluster_start_seconds or 0.0)
+        counts, suite = report.counts(), report.suite_seconds
     result = KindBench(bare, timings, suite, code, counts, run_wall=wall)
     say(
         f"bench, kind: bare create {bare:.1f}s, created and ready {result.stack_ready:.1f}s "

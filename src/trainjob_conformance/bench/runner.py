@@ -299,21 +299,18 @@ def bench_once(
         raise ConformanceError(
             f"bench run {index}: the suite wrote no results (exit {code}); see {suite_dir / 'suite.log'}"
         )
-    counts: dict[str, int] = {}
     report = RunReport.read(report_file)
-    for row in report.results:
-        counts[row.result] = counts.get(row.result, 0) + 1
     run = BenchRun(
         index=index,
         bare_control_plane=bare,
         phases=cluster.phases.phases,
         suite_wall=wall,
         suite_exit=code,
-        results=counts,
+        results=report.counts(),
         tests=_with_reactions(samples_from(timeline_file), audit_log, index),
         suite_started=epoch,
         suite_ended=epoch + wall,
-        session_suite=report.wall_seconds - (report.cluster_start_seconds or 0.0),
+        session_suite=report.suite_seconds,
     )
     say(
         f"bench run {index}: bare control plane {bare:.1f}s, start {run.start_total:.1f}s "

@@ -212,9 +212,7 @@ def sparkline(trend: Trend, cells: list[Cell]) -> str:
 
 
 def _counts(report: RunReport) -> str:
-    counts: dict[str, int] = {}
-    for result in report.results:
-        counts[result.result] = counts.get(result.result, 0) + 1
+    counts = report.counts()
     return ", ".join(f"{counts[word]} {word}" for word in LEGEND if word in counts)
 
 

@@ -52,6 +52,19 @@ class RunReport:
     def by_test(self) -> dict[str, PolicyResult]:
         return {r.test: r for r in self.results}
 
+    def counts(self) -> dict[str, int]:
+        """How many results of each word."""
+        counts: dict[str, int] = {}
+        for result in self.results:
+            counts[result.result] = counts.get(result.result, 0) + 1
+        return counts
+
+    @property
+    def suite_seconds(self) -> float:
+        """The pytest session after its cluster was ready (no process start, no start
+        of the cluster): what the bench compares between providers."""
+        return self.wall_seconds - (self.cluster_start_seconds or 0.0)
+
     def write(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.profile}.json"

@@ -67,9 +67,7 @@ def _problems(reports: list[RunReport]) -> list[tuple[str, PolicyResult]]:
 
 
 def _totals(report: RunReport) -> str:
-    counts: dict[str, int] = {}
-    for result in report.results:
-        counts[result.result] = counts.get(result.result, 0) + 1
+    counts = report.counts()
     return ", ".join(f"{counts[k]} {_SYMBOL[k]}" for k in _SYMBOL if k in counts)
 
 
