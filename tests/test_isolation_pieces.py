@@ -7,8 +7,11 @@ The forwarder runs for real (two processes, a Unix socket between them, on
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import ipaddress
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +33,7 @@ from trainjob_conformance.cluster.isolation.listeners import (
     Listener,
     ListenerAudit,
     audit,
+    descendants,
     parse_interfaces,
     parse_listening,
 )
@@ -176,6 +180,30 @@ def test_the_audit_finds_a_real_loopback_listener_of_a_child_process():
     finally:
         child.kill()
         child.wait()
+
+
+def test_descendants_reach_a_grandchild_and_keep_a_vanished_pid():
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess,sys,time; "
+            "c=subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']); "
+            "print(c.pid, flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    grandchild = int(parent.stdout.readline())
+    try:
+        assert descendants([parent.pid, gone.pid]) == {parent.pid, grandchild, gone.pid}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(grandchild, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
 
 
 # --- the rotator's certificates --------------------------------------------

@@ -167,9 +167,6 @@ class Topology:
             found.setdefault(node.labels[level], []).append(node.name)
         return found
 
-    def domain_of(self, node_name: str, level: str) -> str:
-        return next(n.labels[level] for n in self.nodes if n.name == node_name)
-
     def level_for(self, pods: int) -> str | None:
         """The narrowest level above the node that has several domains, one of them
         holding at least `pods` nodes: "all Pods in one domain" can then fail."""

@@ -70,13 +70,6 @@ class Break:
             first = str(error).splitlines()[0]
             raise ConformanceError(f"break {self.name} does not render: {first}") from None
 
-    def described(self, **variables: Any) -> str:
-        env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
-        try:
-            return " ".join(env.from_string(self.description).render(**variables).split())
-        except jinja2.TemplateError:
-            return " ".join(self.description.split())
-
 
 def load_breaks(path: Path, prefix: str = "") -> dict[str, Break]:
     """The breaks of one file, by name (`prefix/name` for a pack's)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from trainjob_conformance.kube.kinds import TRAINJOB
-from trainjob_conformance.kube.waits import NotYet
 from trainjob_conformance.policies.view import TrainJobView
 
 EXAMPLE_GATES = ["example.com/gate-a", "example.com/gate-b"]
@@ -29,14 +28,6 @@ def patch_trainjob(
     return view.kube.patch(
         *TRAINJOB, name=name, namespace=view.namespace, body={"spec": spec}, dry_run=dry_run
     )
-
-
-def wait_resumed(view: TrainJobView, name: str) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | NotYet:
-        trainjob = view.get(TRAINJOB, name)
-        return trainjob if not trainjob["spec"].get("suspend") else NotYet("spec.suspend is true")
-
-    return view.wait(f"TrainJob {name} to be resumed", probe)
 
 
 def kueue_pod_template_patch(

@@ -49,9 +49,6 @@ class RunReport:
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM: policies not run are absent
     stack_errors: list[str] = field(default_factory=list)
 
-    def by_test(self) -> dict[str, PolicyResult]:
-        return {r.test: r for r in self.results}
-
     def counts(self) -> dict[str, int]:
         """How many results of each word."""
         counts: dict[str, int] = {}

@@ -193,10 +193,6 @@ def start_isolated(release: PortOnlyRelease, launch: Launch) -> HostController:
     return HostController(name, ports, process, seeded.ca_pem, helpers=helpers)
 
 
-def start_trainer_isolated(launch: Launch) -> HostController:
-    return start_isolated(TRAINER_V2_0, launch)
-
-
 def starter_for(component: str, source: Path, default: Starter | None) -> Starter:
     release = PORT_ONLY.get(component)
     if release is not None and release.takes_only_a_port(source):

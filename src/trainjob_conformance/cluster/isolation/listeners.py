@@ -2,7 +2,8 @@
 
 Read from /proc: a process's socket inodes (`/proc/PID/fd`), the listening
 sockets of its network namespace (`/proc/PID/net/tcp`, `tcp6`, state 0A) and
-that namespace's interfaces (`/proc/PID/net/dev`). The rule the harness keeps:
+that namespace's interfaces (`/proc/PID/net/dev`); the processes below the
+given ones come from psutil. The rule the harness keeps:
 in the host's network namespace nothing listens beyond loopback; a process in
 a namespace of its own may listen on any address there, provided the
 namespace has no interface but `lo`, so nothing outside can reach it.
@@ -14,6 +15,8 @@ import ipaddress
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+import psutil
 
 _LISTEN = "0A"
 
@@ -94,6 +97,10 @@ def _socket_inodes(pid: int) -> set[int]:
 
 
 def listeners_of(pid: int, name: str) -> list[Listener]:
+    # /proc/PID/net/tcp{,6}, not psutil's net_connections(): psutil reads
+    # /proc/net/tcp{,6}, the tables of the caller's network namespace, so it
+    # misses the listeners of a manager in a namespace of its own; the tables
+    # under /proc/PID/net are those of PID's namespace.
     netns = netns_of(pid)
     inodes = _socket_inodes(pid)
     found = []
@@ -106,20 +113,13 @@ def listeners_of(pid: int, name: str) -> list[Listener]:
 
 def descendants(pids: Iterable[int]) -> set[int]:
     """`pids` and every process below them (children a forwarder or launcher forked)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        stat = _read(f"/proc/{entry}/stat")
-        if ")" in stat:
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            parents.setdefault(parent, []).append(int(entry))
-    found, todo = set(), list(pids)
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.add(pid)
-            todo.extend(parents.get(pid, []))
+    found = set()
+    for pid in pids:
+        found.add(pid)
+        try:
+            found.update(child.pid for child in psutil.Process(pid).children(recursive=True))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue  # gone (or not ours to read): the pid itself stays, as audit() expects
     return found
 
 

@@ -118,15 +118,6 @@ def default_runtime() -> str:
     return _docker("info", "--format", "{{.DefaultRuntime}}").stdout.strip()
 
 
-def missing_docker() -> str | None:
-    """Why kind cannot run here, in one line, or None when Docker is usable or can be set up."""
-    if daemon_answers():
-        return None
-    if os.geteuid() == 0:
-        return None
-    return f"no Docker daemon answers: {_DOCKER_INSTALL_HINT}"
-
-
 def _kind_cluster_exists(name: str) -> bool:
     """Whether node containers of kind cluster `name` still exist (kind's own label)."""
     listed = _docker("ps", "-aq", "--filter", f"label=io.x-k8s.kind.cluster={name}")
@@ -150,11 +141,6 @@ class DockerDaemon:
         self.shared = shared_daemon()
         self.user: str | None = None  # this run's name among the daemon's users
         self.started: HostProcess | None = None  # the daemon, where this run started it
-
-    @property
-    def started_here(self) -> bool:
-        """Whether the daemon is one the harness started (this run or another)."""
-        return self.user is not None
 
     def ensure(self) -> DockerDaemon:
         with self.shared.locked():

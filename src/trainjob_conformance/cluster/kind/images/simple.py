@@ -16,7 +16,6 @@ from trainjob_conformance.cluster.kind.host_packages import require
 from trainjob_conformance.cluster.kind.images.store import (
     add_file,
     build_from_context,
-    docker,
     fresh_context,
 )
 from trainjob_conformance.errors import ConformanceError
@@ -112,7 +111,3 @@ def build_busybox(image: str) -> None:
     (rootfs / "tmp").chmod(0o1777)
     dockerfile = 'FROM scratch\nCOPY rootfs/ /\nENV PATH=/bin\nCMD ["sh"]\n'
     build_from_context(image, context, dockerfile)
-
-
-def digest_of(image: str) -> str:
-    return docker("image", "inspect", "--format", "{{.Id}}", image, what="inspect").strip()
