@@ -369,7 +369,7 @@ def test_the_kind_round_takes_the_start_from_the_provider_and_the_suite_after_re
     from trainjob_conformance.report.model import PolicyResult, RunReport
     from trainjob_conformance.stack.profiles import load_profile
 
-    monkeypatch.setattr(kind_bench, "bare_create", lambda profile, where: 25.0)
+    monkeypatch.setattr(kind_bench, "bare_start", lambda provider, profile, where: 25.0)
 
     def run_on_kind(where):
         run = where / ".runs" / "20261127-latest-1"

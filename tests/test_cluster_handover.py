@@ -3,6 +3,7 @@ tests (plugin/session.py): the harness's own logic, with a stand-in provider."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,14 +19,14 @@ from trainjob_conformance.stack.profiles import load_profile
 
 
 class StandIn:
-    """Calls the request's `on_created` as the kind provider does, then is ready or fails."""
+    """Calls `on_created` as the kind provider does, then is ready or fails."""
 
     def __init__(self, request: ClusterRequest, error: str | None, log: list[str]) -> None:
         self.request, self.error, self.log = request, error, log
 
-    def up(self) -> ClusterHandle:
-        if self.request.on_created is not None:
-            self.request.on_created()
+    def up(self, on_created: Callable[[], None] | None = None) -> ClusterHandle:
+        if on_created is not None:
+            on_created()
         if self.error:
             raise ConformanceError(self.error)
         self.log.append("ready")
@@ -33,6 +34,9 @@ class StandIn:
 
     def down(self) -> None:
         self.log.append("down")
+
+    def detach(self) -> str | None:
+        return None
 
 
 def settings(run_dir: Path) -> Settings:

@@ -109,12 +109,20 @@ def test_every_result_word_has_its_own_colour(word: str, tmp_path: Path) -> None
     page = page_of([tmp_path / "r"], tmp_path / "h.html")
     assert page.css(0, 0) == CSS[word]
     assert page.cell(0, 0)["data-result"] == word
+    # The cell says the word itself, as the report and the terminal do: no abbreviation.
+    assert page.cell(0, 0)["text"] == word
 
 
-def test_the_colours_are_all_different() -> None:
-    from trainjob_conformance.report.history import _STYLE
-
-    rules = {css: _STYLE.split(f".{css}{{", 1)[1].split("}", 1)[0] for css in CSS.values()}
+def test_the_colours_are_all_different(nights: list[Path], tmp_path: Path) -> None:
+    text = write_history(nights, tmp_path / "h.html")[0].read_text()
+    style = text.split("<style>", 1)[1].split("</style>", 1)[0]
+    rules = {
+        css: line.split("{", 1)[1]
+        for line in style.splitlines()
+        for css in CSS.values()
+        if line.startswith(f".{css}{{")
+    }
+    assert set(rules) == set(CSS.values())
     assert len(set(rules.values())) == len(CSS), rules
 
 

@@ -81,6 +81,8 @@ def test_chromium_builds_the_grid_and_opens_the_linked_cell_safely(tmp_path: Pat
         ("c1-1", "cell skipped"),
         ("c1-2", "cell error first"),
     ]
+    # Each cell says its result word itself, as the report and the terminal do.
+    assert [c["text"] for c in seen.cells] == ["pass", "known-gap", "FAIL", "", "skipped", "ERROR"]
     assert [g["colspan"] for g in seen.groups] == ["2", "1"]
     # The script filled the detail panel from the cell's data, as text only.
     panel = dom.split('<div id="detail"', 1)[1].split("</div><script>", 1)[0]

@@ -20,7 +20,7 @@ PACKAGE = "trainjob_conformance"
 
 # Lowest first. A package may import itself and anything to its left.
 LAYERS = [
-    ("errors", "paths", "progress"),
+    ("errors", "paths", "progress", "invocation"),
     ("kube",),
     ("lifecycle",),
     ("stack",),
@@ -46,26 +46,63 @@ def test_packages_import_only_the_layers_below_them():
     assert layer_violations(graph, PACKAGE, LAYERS) == []
 
 
-def test_cluster_sub_architectures_import_only_the_shared_room_and_below():
-    """A provider folder never imports another provider; the shared cluster
-    modules (handle, provider interface, health, serving, isolation) never
-    import a provider."""
-    graph = import_graph(SOURCE, PACKAGE)
-    providers = {"embedded", "kind", "existing"}
+def _providers() -> set[str]:
+    """The provider folders, as the registry lists them."""
+    from trainjob_conformance.cluster import registry
+
+    return {kind.module.split(".")[2] for kind in registry.provider_kinds()}
+
+
+def provider_leaks(graph: dict[str, set[str]], package: str, providers: set[str]) -> list[str]:
+    """Imports of a provider's folder from anywhere but that folder and the registry:
+    from another provider, from the shared cluster modules, or from outside cluster/."""
     wrong = []
     for module, imported in graph.items():
         parts = module.split(".")
-        if parts[1:2] != ["cluster"] or module.endswith("cluster.registry"):
+        if module == f"{package}.cluster.registry":
             continue
-        room = parts[2] if len(parts) > 3 else None
+        room = parts[2] if parts[1:2] == ["cluster"] and len(parts) > 2 else None
         for target in imported:
             target_parts = target.split(".")
-            if target_parts[1:2] != ["cluster"] or len(target_parts) < 4:
+            if target_parts[1:2] != ["cluster"] or len(target_parts) < 3:
                 continue
-            target_room = target_parts[2]
-            if target_room in providers and target_room != room:
+            if target_parts[2] in providers and target_parts[2] != room:
                 wrong.append(f"{module} -> {target}")
-    assert wrong == []
+    return sorted(wrong)
+
+
+def test_only_the_registry_imports_a_provider():
+    """A provider folder never imports another provider; the shared cluster modules
+    (handle, provider interface, health, serving, isolation) and every package
+    outside cluster/ reach a provider only through cluster/registry.py."""
+    graph = import_graph(SOURCE, PACKAGE)
+    assert provider_leaks(graph, PACKAGE, _providers()) == []
+
+
+def test_the_registry_lists_every_provider_folder():
+    folders = {path.parent.name for path in (SOURCE / PACKAGE / "cluster").glob("*/provider.py")}
+    assert _providers() == folders
+
+
+def test_a_provider_leak_is_named(tmp_path):
+    """The check above can fail: a command importing a provider, a provider importing
+    another, and the shared interface importing one are each named."""
+    package = tmp_path / "pkg"
+    for folder in ("cluster", "cluster/alpha", "cluster/beta", "cli"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "cluster" / "alpha" / "provider.py").write_text("from pkg.cluster.beta import x\n")
+    (package / "cluster" / "beta" / "x.py").write_text("from pkg.cluster import provider\n")
+    (package / "cluster" / "provider.py").write_text("import pkg.cluster.alpha.provider\n")
+    (package / "cluster" / "registry.py").write_text("import pkg.cluster.alpha.provider\n")
+    (package / "cli" / "run.py").write_text("from pkg.cluster.alpha.provider import y\n")
+    graph = import_graph(tmp_path, "pkg")
+    assert provider_leaks(graph, "pkg", {"alpha", "beta"}) == [
+        "pkg.cli.run -> pkg.cluster.alpha.provider",
+        "pkg.cluster.alpha.provider -> pkg.cluster.beta.x",
+        "pkg.cluster.provider -> pkg.cluster.alpha.provider",
+    ]
 
 
 def test_the_cycle_finder_finds_a_cycle(tmp_path):

@@ -103,17 +103,21 @@ def test_it(trainjob_policy):
     assert "GAP-CLOSED" not in result.stdout.str()
 
 
-def test_known_gap_policy_without_holds_is_a_collection_error(run):
-    result = run(
-        """
+def test_known_gap_policy_without_holds_is_an_error_not_a_pass(run):
+    """The catalog marks the test (no reading of its source); having passed without
+    entering holds(), it is an ERROR on every release, the gap's and the others."""
+    source = """
 import pytest
 @pytest.mark.policy("TJ-X-001")
-def test_it():
-    assert True
+def test_it(trainjob_policy, request):
+    assert request.node.get_closest_marker("known_gap") is not None
 """
-    )
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*TJ-X-001 names a known gap*states no*holds()*"])
+    for version in ("v2.2.1", "v2.4.0"):
+        result = run(source, version=version)
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(
+            ["*TJ-X-001*ERROR*", "*TJ-X-001 names a known gap*never entered*holds()*"]
+        )
 
 
 def test_a_broken_stack_is_an_error_not_a_failure(run):

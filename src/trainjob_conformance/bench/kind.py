@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainjob_conformance.cluster.kind.provider import TIMINGS_FILE, KindStackCluster
+from trainjob_conformance.cluster.health.phases import TIMINGS_FILE
+from trainjob_conformance.cluster.registry import bare_start
 from trainjob_conformance.progress import say
 from trainjob_conformance.report.model import RunReport
 from trainjob_conformance.stack.profiles import Profile
@@ -79,16 +80,6 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def bare_create(profile: Profile, run_dir: Path) -> float:
-    """Seconds for `kind create` alone, with the provider's node image and config."""
-    bare = KindStackCluster(profile, run_dir, bare=True)
-    try:
-        bare.create_and_install()
-        return bare.timings["kind_create"]
-    finally:
-        bare.down()
-
-
 def start_timings(run_dirs: Path) -> dict[str, float]:
     """The provider's timings of the run's cluster (not its MultiKueue worker's, one
     level down), from the run directory that `run` made under `run_dirs`."""
@@ -100,7 +91,7 @@ def bench_kind(profile: Profile, run_dir: Path, run_on_kind: Any) -> KindBench:
     """`run_on_kind(directory)` runs `run --cluster kind` in `directory` (its run
     directories go in `directory/.runs`) and returns (wall, exit, report file)."""
     say("bench, kind: a bare kind create of the provider's node image and config")
-    bare = bare_create(profile, run_dir / "kind-bare")
+    bare = bare_start("kind", profile, run_dir / "kind-bare")
     say("bench, kind: run --cluster kind (the provider's start, then the suite)")
     where = run_dir / "kind-run"
     wall, code, report_file = run_on_kind(where)

@@ -14,9 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,10 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from trainjob_conformance.bench.audit import Write, reaction, read_audit_log, writes_of
-from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
-from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
-from trainjob_conformance.cluster.health.phases import Phase
+from trainjob_conformance.cluster.health.phases import PHASES_FILE, Phase, read_phases
+from trainjob_conformance.cluster.provider import (
+    AUDIT_LOG_OPTION,
+    KUBECONFIG_OPTION,
+    ClusterRequest,
+)
+from trainjob_conformance.cluster.registry import bare_start, make_provider
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.invocation import PytestInvocation
 from trainjob_conformance.kube.client import HARNESS_USER_AGENT
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.progress import say
@@ -217,17 +220,6 @@ def samples_from(timeline_file: Path) -> list[PolicySample]:
     return samples
 
 
-def _bare_control_plane(profile: Profile, binaries: dict[str, Path], run_dir: Path) -> float:
-    control_plane = EmbeddedControlPlane(profile, binaries, run_dir)
-    started = time.monotonic()
-    try:
-        control_plane.up()
-        control_plane.add_nodes()
-        return time.monotonic() - started
-    finally:
-        control_plane.down()
-
-
 def run_suite(
     profile: Profile,
     kubeconfig: Path | None,
@@ -236,25 +228,23 @@ def run_suite(
     pytest_args: list[str],
     cluster: str = "existing",
 ) -> tuple[float, float, int, Path, Path]:
-    """`run` on the cluster at `kubeconfig`, or (`cluster="kind"`) on one it starts, in
-    `run_dir` (where its own run directories go, under .runs)."""
+    """The suite as `run` starts it, on the cluster at `kubeconfig` (as `existing`),
+    or (`cluster="kind"`) on one it starts, in `run_dir` (where its own run
+    directory goes, under .runs)."""
     report = run_dir / "report"
     timeline = run_dir / TIMELINE_FILE
     log = run_dir / "suite.log"
-    command = [
-        sys.executable,
-        "-m",
-        "trainjob_conformance.cli",
-        "run",
-        f"--profile={profile.name}",
-        f"--cluster={cluster}",
-        *([f"--kubeconfig={kubeconfig}"] if kubeconfig is not None else []),
-        f"--workers={workers}",
-        f"--report={report}",
-        "--",
-        f"--trainjob-timeline={timeline}",
-        *pytest_args,
-    ]
+    command = PytestInvocation(
+        profile=profile.name,
+        cluster=cluster,
+        run_dir=run_dir / ".runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{profile.name}",
+        provider_options={KUBECONFIG_OPTION: str(kubeconfig)} if kubeconfig is not None else {},
+        workers=workers,
+        report=report,
+        junit=True,
+        timeline=timeline,
+        extra=tuple(pytest_args),
+    ).argv()
     started, epoch = time.monotonic(), time.time()
     with log.open("wb") as sink:
         code = subprocess.run(
@@ -272,27 +262,27 @@ def bench_once(
     pytest_args: list[str],
     on_run_dir: Callable[[Path], None] = lambda path: None,
 ) -> BenchRun:
-    binaries = build_profile(profile)
+    build_profile(profile)  # before the bare start, so neither times a build
     bare_dir, stack_dir, suite_dir = (run_dir / name for name in ("bare", "stack", "suite"))
     for directory in (bare_dir, stack_dir, suite_dir):
         directory.mkdir(parents=True, exist_ok=True)
         on_run_dir(directory)
 
     say(f"bench run {index}: bare control plane")
-    bare = _bare_control_plane(profile, binaries, bare_dir)
+    bare = bare_start("embedded", profile, bare_dir)
 
     say(f"bench run {index}: the stack")
-    cluster = EmbeddedStackCluster(profile, stack_dir, audit=True)
     audit_log = suite_dir / "audit.log"
+    # The provider copies its audit log here at `down` (its own directory goes with it).
+    cluster = make_provider(
+        ClusterRequest("embedded", profile, stack_dir, {AUDIT_LOG_OPTION: str(audit_log)})
+    )
     try:
         handle = cluster.up()
         say(f"bench run {index}: the suite on the warm cluster, -n {workers}")
         epoch, wall, code, report_file, timeline_file = run_suite(
             profile, handle.kubeconfig, workers, suite_dir, pytest_args
         )
-        if cluster.control_plane is not None and cluster.control_plane.audit_log.is_file():
-            # Kept: the cluster's directory goes with the cluster.
-            shutil.copyfile(cluster.control_plane.audit_log, audit_log)
     finally:
         cluster.down()
     if not timeline_file.is_file() or not report_file.is_file():
@@ -303,7 +293,7 @@ def bench_once(
     run = BenchRun(
         index=index,
         bare_control_plane=bare,
-        phases=cluster.phases.phases,
+        phases=read_phases(stack_dir / PHASES_FILE),
         suite_wall=wall,
         suite_exit=code,
         results=report.counts(),

@@ -33,11 +33,9 @@ def run_build(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     binaries = build_profile(profile)
     if args.kind:
-        from trainjob_conformance.cluster.kind.binaries import build_node_binaries
-        from trainjob_conformance.cluster.kind.host_packages import ensure_build_packages
+        from trainjob_conformance.cluster.registry import prebuild
 
-        ensure_build_packages()
-        binaries.update(build_node_binaries(profile))
+        binaries.update(prebuild("kind", profile))
     for name, path in sorted(binaries.items()):
         print(f"{name:28} {path}")
     print(

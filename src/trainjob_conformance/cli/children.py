@@ -119,28 +119,12 @@ def _wait_for_watchdog(run_dir: Path) -> None:
         )
 
 
-def _kind_cluster_left(run_dir: Path) -> list[str]:
-    """The kind cluster a run directory records, if it was neither deleted nor kept and
-    node containers of it remain."""
-    from trainjob_conformance.cluster.kind.reclaim import (
-        RECORD_FILE,
-        ClusterRecord,
-        node_containers,
-    )
-
-    record = ClusterRecord.read(run_dir / RECORD_FILE)
-    if record is None or record.state != "running":
-        return []
-    return (
-        [f"kind cluster {record.name}"] if node_containers(record.name, harness_only=False) else []
-    )
-
-
 def interrupted_message() -> str:
     """What the interruption left, checked, never assumed."""
+    from trainjob_conformance.cluster.registry import leftovers
     from trainjob_conformance.lifecycle.processes import still_running
 
-    left = {run_dir: still_running(run_dir) + _kind_cluster_left(run_dir) for run_dir in RUN_DIRS}
+    left = {run_dir: still_running(run_dir) + leftovers(run_dir) for run_dir in RUN_DIRS}
     left = {run_dir: names for run_dir, names in left.items() if names}
     if not left and not GROUPS_LEFT:
         return "trainjob-conformance: interrupted; nothing it started is still running"

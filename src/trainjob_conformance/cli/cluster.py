@@ -25,22 +25,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
+    from trainjob_conformance.cluster.provider import ClusterRequest
+    from trainjob_conformance.cluster.registry import make_provider
 
     run_dir = Path(args.run_dir).resolve() if args.run_dir else children.new_run_dir("up")
     if run_dir not in children.RUN_DIRS:
         children.RUN_DIRS.append(run_dir)
     args.profile = profile_arg(args)
     check_build_cache()
-    cluster = EmbeddedStackCluster(load_profile(args.profile), run_dir)
+    cluster = make_provider(ClusterRequest("embedded", load_profile(args.profile), run_dir))
     try:
         handle = cluster.up()
     except BaseException:
         cluster.down()
         raise
-    cluster.detach()
+    hint = cluster.detach()
     print(f"export KUBECONFIG={handle.kubeconfig}")
-    print(f"# stop with: trainjob-conformance down --run-dir {run_dir}")
+    print(f"# stop with: {hint}")
     return 0
 
 

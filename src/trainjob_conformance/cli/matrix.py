@@ -16,6 +16,7 @@ from trainjob_conformance.cli.run import (
     pytest_command,
     record_command,
 )
+from trainjob_conformance.cluster.registry import provider_kind
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.stack.profiles import load_profile
@@ -62,7 +63,7 @@ def run_matrix(args: argparse.Namespace) -> int:
     profiles = profile_list(args.profiles, args)
     check_run_args(args)
     record_command()
-    if args.jobs > 1 and args.cluster == "embedded":
+    if args.jobs > 1 and provider_kind(args.cluster).needs_build_cache:
         _build_before_fanning_out(profiles)
     tasks = [Task(name, _matrix_child(args, name)) for name in profiles]
     outcomes = FanOut(tasks, args.jobs, exit_code=lambda c: children.PYTEST_EXIT.get(c, c)).run()

@@ -16,8 +16,13 @@ from trainjob_conformance.cli.checks import (
     check_writable,
     count_of,
 )
+from trainjob_conformance.cli.cluster_args import (
+    add_cluster_args,
+    check_cluster_args,
+    provider_options_of,
+)
 from trainjob_conformance.cli.profile_args import add_profile, profile_arg
-from trainjob_conformance.cli.run import check_cluster_args
+from trainjob_conformance.cluster.registry import provider_kinds
 from trainjob_conformance.paths import suite
 
 if TYPE_CHECKING:
@@ -31,13 +36,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="apply each policy's breaks and show that its test fails (exit 1 on any MISSED)",
     )
     add_profile(p)
-    p.add_argument(
-        "--cluster",
-        choices=["embedded", "existing"],
-        default="embedded",
-        help="where to break things: a fresh embedded cluster (default) or yours (--kubeconfig)",
+    add_cluster_args(
+        p,
+        tuple(kind for kind in provider_kinds() if kind.proves),
+        "where to break things: a fresh embedded cluster (default) or yours (--kubeconfig)",
     )
-    p.add_argument("--kubeconfig", help="kubeconfig of the cluster for --cluster existing")
     p.add_argument(
         "--policy",
         action="append",
@@ -66,7 +69,7 @@ def run_prove(args: argparse.Namespace) -> int:
     from trainjob_conformance.policies.breaks import load_breaks
     from trainjob_conformance.policies.catalog import load_catalog
     from trainjob_conformance.policies.packs import load_packs, merged_catalog
-    from trainjob_conformance.prove.session import ProveRequest, prove, selected_policies
+    from trainjob_conformance.prove.session import ProveRequest, selected_policies
 
     args.profile = profile_arg(args)
     check_suite_present()
@@ -99,10 +102,7 @@ def run_prove(args: argparse.Namespace) -> int:
             parallel=args.parallel,
         )
 
-    if args.cluster == "existing":
-        report = prove(request(Path(args.kubeconfig).resolve(), "existing"), progress)
-    else:
-        report = _on_embedded(args.profile, run_dir, request, progress)
+    report = _on_cluster(args, run_dir, request, progress)
     paths = report.write(report_dir)
     for row in report.rows:
         # Cut at a word, marked: a reason cut mid-phrase read as a whole one.
@@ -115,21 +115,28 @@ def run_prove(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _on_embedded(
-    profile: str,
+def _on_cluster(
+    args: argparse.Namespace,
     run_dir: Path,
     request: Callable[[Path, str], ProveRequest],
     progress: Callable[[str], None],
 ) -> ProveReport:
-    """Start an embedded cluster for this run, prove on it, and stop it whatever happens."""
-    from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
+    """Start (or find) the cluster for this run, prove on it, and stop what was started
+    whatever happens."""
+    from trainjob_conformance.cluster.provider import ClusterRequest
+    from trainjob_conformance.cluster.registry import make_provider, provider_kind
     from trainjob_conformance.prove.session import prove
     from trainjob_conformance.stack.profiles import load_profile
 
-    check_build_cache()
-    cluster = EmbeddedStackCluster(load_profile(profile), run_dir / "cluster")
+    if provider_kind(args.cluster).needs_build_cache:
+        check_build_cache()
+    cluster = make_provider(
+        ClusterRequest(
+            args.cluster, load_profile(args.profile), run_dir / "cluster", provider_options_of(args)
+        )
+    )
     try:
         handle = cluster.up()
-        return prove(request(handle.kubeconfig, "embedded"), progress)
+        return prove(request(handle.kubeconfig, args.cluster), progress)
     finally:
         cluster.down()

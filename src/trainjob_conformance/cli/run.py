@@ -16,9 +16,14 @@ from trainjob_conformance.cli.checks import (
     check_suite_present,
     check_writable,
 )
+from trainjob_conformance.cli.cluster_args import (
+    add_cluster_args,
+    check_cluster_args,
+    provider_options_of,
+)
 from trainjob_conformance.cli.profile_args import add_profile, add_with, profile_arg
-from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.paths import suite
+from trainjob_conformance.cluster.registry import provider_kind
+from trainjob_conformance.invocation import PytestInvocation
 from trainjob_conformance.report.archive import COMMAND_ENV
 
 
@@ -39,20 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def add_cluster_options(p: argparse.ArgumentParser) -> None:
     """Where a suite runs and what it writes: shared by `run` and `matrix`."""
-    p.add_argument(
-        "--cluster",
-        choices=["embedded", "existing", "kind"],
-        default="embedded",
-        help="where to run (default: %(default)s)",
-    )
-    p.add_argument("--kubeconfig", help="kubeconfig of the cluster for --cluster existing")
-    p.add_argument(
-        "--image-source",
-        choices=["local", "upstream"],
-        default="local",
-        help="--cluster kind: images built here from pinned sources (local) or the release "
-        "images the manifests name, pulled from their registries (upstream) (default: %(default)s)",
-    )
+    add_cluster_args(p)
     add_workers(p, "parallel pytest-xdist workers; 0 runs serially (default: %(default)s)")
     p.add_argument(
         "--report",
@@ -76,19 +68,6 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
 
 
-def check_cluster_args(args: argparse.Namespace) -> None:
-    if args.cluster == "existing" and not args.kubeconfig:
-        raise ConformanceError(
-            "--cluster existing needs --kubeconfig PATH (the current kubectl context is never used)"
-        )
-    if args.kubeconfig and not Path(args.kubeconfig).is_file():
-        raise ConformanceError(f"kubeconfig {args.kubeconfig} does not exist")
-    if args.kubeconfig:
-        from trainjob_conformance.kube.kubeconfig import check_kubeconfig
-
-        check_kubeconfig(Path(args.kubeconfig))
-
-
 def check_run_args(args: argparse.Namespace) -> None:
     from trainjob_conformance.policies.packs import load_packs
 
@@ -97,45 +76,25 @@ def check_run_args(args: argparse.Namespace) -> None:
     load_packs([Path(pack) for pack in args.pack])
     if args.report:
         check_writable(Path(args.report), "the report directory")
-    if args.cluster == "embedded":
+    if provider_kind(args.cluster).needs_build_cache:
         check_build_cache()
 
 
 def pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(suite().tests),
-        f"--trainjob-run-dir={children.new_run_dir(profile)}",
-        f"--trainjob-profile={profile}",
-        f"--trainjob-cluster={args.cluster}",
-        "-n",
-        str(args.workers),
-        # A worker that runs out of tests takes queued ones from the other
-        # (xdist's default hands each worker its share up front): the last
-        # tests no longer wait behind a long one. Measured: docs/performance.md.
-        # Ignored with -n 0; a later --dist given after -- wins.
-        "--dist",
-        "worksteal",
-        "-p",
-        "no:cacheprovider",
-        # The harness's own tests belong to ./scripts/test, not to a conformance run.
-        "-m",
-        "not harness",
-    ]
-    if args.kubeconfig:
-        command.append(f"--trainjob-kubeconfig={Path(args.kubeconfig).resolve()}")
-    if args.cluster == "kind":
-        command.append(f"--trainjob-image-source={args.image_source}")
-    command += [f"--trainjob-pack={Path(pack).resolve()}" for pack in args.pack]
-    command += [f"--trainjob-policy={policy}" for policy in getattr(args, "policy", [])]
-    if getattr(args, "record", False):
-        command.append("--trainjob-record")
-    if args.report:
-        report = Path(args.report).resolve()
-        command += [f"--trainjob-report={report}", f"--junitxml={report / f'{profile}-junit.xml'}"]
-    return [*command, *args.pytest_args]
+    report = Path(args.report).resolve() if args.report else None
+    return PytestInvocation(
+        profile=profile,
+        cluster=args.cluster,
+        run_dir=children.new_run_dir(profile),
+        provider_options=provider_options_of(args),
+        workers=args.workers,
+        report=report,
+        junit=True,
+        packs=tuple(Path(pack).resolve() for pack in args.pack),
+        policies=tuple(getattr(args, "policy", [])),
+        record=bool(getattr(args, "record", False)),
+        extra=tuple(args.pytest_args),
+    ).argv()
 
 
 def record_command() -> None:

@@ -1,15 +1,16 @@
 """What every cluster provider is: the interface, the request, and how a start fails.
 
-The providers live in their own folders (embedded/, kind/, existing/) and import
-this module; registry.py names them. Nothing here imports a provider.
+The providers live in their own folders (embedded/, kind/, existing/): each
+folder's __init__ declares its ProviderKind and its provider module implements
+ProviderModule; registry.py names them. Nothing here imports a provider.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -18,31 +19,121 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.stack.profiles import Profile
 
+# How a provider's option is given: one of its choices, a file, or a kubeconfig
+# (a file the harness checks is one: kube/kubeconfig.py).
+CHOICE = "choice"
+PATH = "path"
+KUBECONFIG = "kubeconfig"
+# The option of a provider that takes a cluster by its kubeconfig (existing).
+KUBECONFIG_OPTION = "kubeconfig"
+# The option of a provider whose API server can keep an audit log of writes
+# (embedded): where the log is copied at `down`, for the bench.
+AUDIT_LOG_OPTION = "audit-log"
+
+
+@dataclass(frozen=True)
+class ProviderOption:
+    """An option that only some providers read, declared by each that does.
+
+    It is `--NAME` on the command line and `--trainjob-NAME` for pytest; a
+    provider that does not declare an option never sees it.
+    """
+
+    name: str
+    help: str
+    kind: str = CHOICE
+    choices: tuple[str, ...] = ()
+    default: str | None = None
+    # The one line said when the provider is chosen without it; None: optional.
+    required: str | None = None
+    # Options the harness sets itself (the bench's audit log) are on no command line.
+    on_command_line: bool = True
+    # Where `run` offers it too (as --NAME); pytest offers every option on a command line.
+    on_run: bool = True
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
 
 class ClusterProvider(Protocol):
-    """Brings a ready cluster up and takes it down; `detach()`, where a provider
-    has it, leaves the cluster running past this process."""
+    """One cluster of one provider, from `up` to `down` or `detach`.
 
-    def up(self) -> ClusterHandle: ...
+    What a provider adds to the report travels in the handle `up` returns
+    (`images`, `image_supply`, `built_by`, `versions`).
+    """
 
-    def down(self) -> None: ...
+    def up(self, on_created: Callable[[], None] | None = None) -> ClusterHandle:
+        """A ready cluster. `on_created`, where the provider can tell, is called once
+        the nodes are up and before the stack is ready, so a second cluster's start
+        can go beside the rest of this one's."""
+        ...
+
+    def down(self) -> None:
+        """Stop everything `up` started (also a half-finished start); idempotent."""
+        ...
+
+    def detach(self) -> str | None:
+        """Leave the cluster running past this process and return the command that
+        stops it later; None where the cluster is not the harness's to keep or stop."""
+        ...
+
+
+class ProviderModule(Protocol):
+    """What the module a `ProviderKind` names offers, beside its clusters."""
+
+    def from_request(self, request: ClusterRequest) -> ClusterProvider: ...
+
+    def peer_beside(self, profile: Profile, run_dir: Path) -> ClusterProvider:
+        """A second cluster of the same stack beside one of this provider's (the
+        MultiKueue worker), its state under `run_dir`."""
+        ...
+
+    def bare_start(self, profile: Profile, run_dir: Path) -> float:
+        """Seconds to start and stop the provider's nodes alone, with nothing of the
+        stack: what the bench holds a start to."""
+        ...
+
+    def leftovers(self, run_dir: Path) -> list[str]:
+        """What a run directory's dead run left running of this provider's that its
+        process ledger does not name (a kind cluster's nodes), for the interruption's
+        message."""
+        ...
+
+    def prebuild(self, profile: Profile) -> dict[str, Path]:
+        """What the provider needs built beyond the profile's binaries (`build --kind`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ProviderKind:
+    """A provider as the registry knows it, without importing its code."""
+
+    name: str
+    summary: str
+    module: str  # a ProviderModule
+    options: tuple[ProviderOption, ...] = ()
+    # The provider whose cluster goes beside one of this provider's as a MultiKueue
+    # worker; None where no worker can start beside it.
+    peer: str | None = None
+    # `prove` can start a cluster of it and break it.
+    proves: bool = False
+    # Its clusters run the profile's binaries from the build cache on this host.
+    needs_build_cache: bool = False
 
 
 @dataclass
 class ClusterRequest:
+    """What every provider is asked: which, for which profile, where its state goes,
+    and the values of the options it declared (by ProviderOption name)."""
+
     provider: str
     profile: Profile
     run_dir: Path
-    kubeconfig: Path | None = None
-    # Embedded only: which labels the fake nodes carry (cluster/embedded/nodes.py).
-    node_labels: str = "cloud"
-    # kind only: images built here from pinned sources (local) or the releases'
-    # images from their registries (upstream).
-    image_source: str = "local"
-    # kind only: called once the nodes are up, before the stack is ready, so a
-    # MultiKueue worker's start can go beside the rest of the install, whose
-    # rollouts mostly wait on readiness probes rather than use the CPU.
-    on_created: Callable[[], None] | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def option(self, name: str, default: str | None = None) -> str | None:
+        return self.options.get(name, default)
 
 
 @contextmanager

@@ -1,49 +1,92 @@
-"""The cluster providers by name, each imported only when it is asked for.
+"""The cluster providers by name: the only module outside a provider's folder that
+knows them.
 
-A provider module imports the interface in provider.py; only this module knows
-the providers, so the interface and the providers never import each other.
+Each provider folder declares a `ProviderKind` in its __init__ (name, options,
+what it can do) and implements `ProviderModule` in the module that kind names,
+imported only when a cluster, a peer, a bare start or a leftover check of that
+provider is asked for. Everything else (the CLI's choices, pytest's options,
+`up`, `prove`, the bench, the peers) goes through the functions here.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
-from trainjob_conformance.cluster.provider import ClusterProvider, ClusterRequest
+from trainjob_conformance.cluster.provider import (
+    ClusterProvider,
+    ClusterRequest,
+    ProviderKind,
+    ProviderModule,
+    ProviderOption,
+)
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.stack.profiles import Profile
 
-# name -> the module whose `from_request(request)` makes the provider.
-_PROVIDER_MODULES = {
-    "embedded": "trainjob_conformance.cluster.embedded.provider",
-    "kind": "trainjob_conformance.cluster.kind.provider",
-    "existing": "trainjob_conformance.cluster.existing.provider",
-}
-PROVIDERS = tuple(_PROVIDER_MODULES)
+# The provider folders under cluster/, in the order the CLI lists them.
+_FOLDERS = ("embedded", "existing", "kind")
+
+
+def provider_kinds() -> tuple[ProviderKind, ...]:
+    return tuple(
+        importlib.import_module(f"trainjob_conformance.cluster.{folder}").PROVIDER
+        for folder in _FOLDERS
+    )
+
+
+PROVIDERS = tuple(kind.name for kind in provider_kinds())
+
+
+def provider_kind(name: str) -> ProviderKind:
+    for kind in provider_kinds():
+        if kind.name == name:
+            return kind
+    raise ConformanceError(
+        f"unknown cluster provider {name!r}; choose one of: {', '.join(PROVIDERS)}"
+    )
+
+
+def _module(name: str) -> ProviderModule:
+    return cast(ProviderModule, importlib.import_module(provider_kind(name).module))
+
+
+def provider_options() -> list[ProviderOption]:
+    """Every provider's options, once each by name (providers may share one)."""
+    found: dict[str, ProviderOption] = {}
+    for kind in provider_kinds():
+        for option in kind.options:
+            found.setdefault(option.name, option)
+    return list(found.values())
 
 
 def make_provider(request: ClusterRequest) -> ClusterProvider:
-    module_name = _PROVIDER_MODULES.get(request.provider)
-    if module_name is None:
+    """A not yet started cluster; options the provider does not declare are refused."""
+    kind = provider_kind(request.provider)
+    declared = {option.name for option in kind.options}
+    unknown = sorted(set(request.options) - declared)
+    if unknown:
         raise ConformanceError(
-            f"unknown cluster provider {request.provider!r}; choose one of: {', '.join(PROVIDERS)}"
+            f"the {kind.name} provider takes no option {', '.join(unknown)} "
+            f"(it takes: {', '.join(sorted(declared)) or 'none'})"
         )
-    factory: Callable[[ClusterRequest], ClusterProvider] = importlib.import_module(
-        module_name
-    ).from_request
-    return factory(request)
+    return _module(kind.name).from_request(request)
 
 
-# A second cluster beside a run's, with the same stack: the MultiKueue worker.
-# Embedded beside an embedded cluster, kind beside kind: the worker's kubeconfig
-# must work from the manager cluster's Pods, and only a cluster the harness can
-# start next to the first gives that. An `existing` cluster with a run
-# directory is one an embedded `up` (or `prove`) or a kept kind run started on
-# this host, so a worker beside it is as reachable as beside the run's own.
-PEER_PROVIDERS = ("embedded", "existing", "kind")
+def bare_start(provider: str, profile: Profile, run_dir: Path) -> float:
+    """Seconds for the provider's nodes alone, started and stopped (the bench's baseline)."""
+    return _module(provider).bare_start(profile, run_dir)
+
+
+def prebuild(provider: str, profile: Profile) -> dict[str, Path]:
+    """What the provider builds beyond the profile's binaries."""
+    return _module(provider).prebuild(profile)
+
+
+def leftovers(run_dir: Path) -> list[str]:
+    """What any provider's dead run in `run_dir` left running beyond its ledger."""
+    return [left for kind in provider_kinds() for left in _module(kind.name).leftovers(run_dir)]
 
 
 class PeerSite(Protocol):
@@ -75,29 +118,35 @@ class StartingCluster:
         return cls(request.provider, request.profile.name, request.run_dir)
 
 
+def _peer_provider(beside: PeerSite) -> str | None:
+    """Which provider starts a worker beside `beside`: the one that built the cluster
+    where the handle says (a kept kind run used as `existing`), else the kind's own.
+    A second cluster beside a run's, with the same stack, must be one whose
+    kubeconfig works from the first cluster's Pods: embedded beside embedded, kind
+    beside kind."""
+    if beside.built_by in PROVIDERS and provider_kind(beside.built_by).peer:
+        return provider_kind(beside.built_by).peer
+    return provider_kind(beside.provider).peer if beside.provider in PROVIDERS else None
+
+
 def peer_unavailable(beside: PeerSite) -> str | None:
     """Why no worker cluster can start beside this one, or None."""
-    if beside.provider not in PEER_PROVIDERS or beside.run_dir is None:
+    if _peer_provider(beside) is None or beside.run_dir is None:
+        able = [kind.name for kind in provider_kinds() if kind.peer == kind.name]
         return (
-            "a MultiKueue worker needs a second cluster, which only the embedded and kind "
-            f"providers can start (this run uses {beside.provider!r})"
+            "a MultiKueue worker needs a second cluster, which only the "
+            f"{' and '.join(able)} providers can start (this run uses {beside.provider!r})"
         )
     return None
 
 
 def peer_cluster(beside: PeerSite) -> ClusterProvider:
-    """A not yet started cluster of `beside`'s profile and provider; its state goes in
-    a directory of `beside`'s run directory named after this process."""
+    """A not yet started cluster of `beside`'s profile beside it; its state goes in a
+    directory of `beside`'s run directory named after this process."""
     from trainjob_conformance.stack.profiles import load_profile
 
     why = peer_unavailable(beside)
-    if why is not None or beside.run_dir is None:
+    peer = _peer_provider(beside)
+    if why is not None or beside.run_dir is None or peer is None:
         raise ConformanceError(why or "no run directory")
-    profile = load_profile(beside.profile)
-    if "kind" in (beside.provider, beside.built_by):
-        from trainjob_conformance.cluster.kind.provider import multikueue_worker
-
-        return multikueue_worker(profile, beside.run_dir)
-    from trainjob_conformance.cluster.embedded.provider import EmbeddedStackCluster
-
-    return EmbeddedStackCluster(profile, beside.run_dir / f"worker-{os.getpid()}")
+    return _module(peer).peer_beside(load_profile(beside.profile), beside.run_dir)

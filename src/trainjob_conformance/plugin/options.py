@@ -10,69 +10,78 @@ from pathlib import Path
 
 import pytest
 
-from trainjob_conformance.cluster.embedded.nodes import NODE_LABEL_MODES
-from trainjob_conformance.cluster.provider import ClusterRequest
-from trainjob_conformance.cluster.registry import PROVIDERS
+from trainjob_conformance.cluster.provider import CHOICE, ClusterRequest
+from trainjob_conformance.cluster.registry import (
+    PROVIDERS,
+    provider_kind,
+    provider_kinds,
+    provider_options,
+)
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.invocation import (
+    CATALOG,
+    CLUSTER,
+    KEEP_CLUSTER,
+    NAMESPACE_LABEL,
+    PACK,
+    POLICY,
+    PROFILE,
+    RECORD,
+    REPORT,
+    RUN_DIR,
+    TEMPLATES,
+    TIMELINE,
+    flag,
+)
 from trainjob_conformance.paths import suite
 from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, PROFILE_ENV, load_profile
 
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("trainjob", "TrainJob conformance")
-    # Every option carries the --trainjob- prefix: pytest-kind-ng already owns
-    # --kubeconfig, --cluster-name and --keep-cluster, and a clash stops pytest.
+    # Every option carries the --trainjob- prefix (invocation.py says why).
     group.addoption(
-        "--trainjob-cluster",
+        flag(CLUSTER),
         choices=PROVIDERS,
         default="embedded",
-        help="where e2e tests run: embedded (built from upstream, default), kind, existing",
+        help="where e2e tests run: "
+        + "; ".join(f"{kind.name}: {kind.summary}" for kind in provider_kinds()),
     )
     group.addoption(
-        "--trainjob-profile",
+        flag(PROFILE),
         default=None,
         help="pinned upstream version set, or one composed from it with other releases, "
         f"e.g. latest+kueue=v0.16.6 (default: ${PROFILE_ENV} or {DEFAULT_PROFILE})",
     )
+    # Each provider's own options, as the provider declares them.
+    for option in provider_options():
+        if not option.on_command_line:
+            continue
+        if option.kind == CHOICE:
+            group.addoption(
+                flag(option.name), choices=option.choices, default=option.default, help=option.help
+            )
+        else:
+            group.addoption(flag(option.name), type=Path, default=None, help=option.help)
     group.addoption(
-        "--trainjob-kubeconfig",
-        type=Path,
-        default=None,
-        help="kubeconfig of the cluster for --trainjob-cluster=existing (never the default one)",
-    )
-    group.addoption(
-        "--trainjob-node-labels",
-        choices=NODE_LABEL_MODES,
-        default="cloud",
-        help="embedded cluster: the fake nodes carry only the labels a cloud node has "
-        "(cloud, default) or also kwok's type=kwok (kwok)",
-    )
-    group.addoption(
-        "--trainjob-image-source",
-        choices=("local", "upstream"),
-        default="local",
-        help="kind: build every image from pinned sources here (local, default; no registry "
-        "needed) or run the releases' images from their registries (upstream)",
-    )
-    group.addoption(
-        "--trainjob-keep-cluster",
+        flag(KEEP_CLUSTER),
         action="store_true",
         help="leave the cluster running after the run and print how to use it",
     )
     group.addoption(
-        "--trainjob-catalog",
+        flag(CATALOG),
         type=Path,
         default=None,
         help="policy catalog YAML (default: the suite's policies.yaml, in the package or checkout)",
     )
     group.addoption(
-        "--trainjob-templates",
+        flag(TEMPLATES),
         type=Path,
         default=None,
         help="template directory (default: the suite's templates/, in the package or checkout)",
     )
     group.addoption(
-        "--trainjob-pack",
+        flag(PACK),
         action="append",
         type=Path,
         default=[],
@@ -81,28 +90,28 @@ def add_options(parser: pytest.Parser) -> None:
         "policies.yaml, templates/ and test files (repeatable)",
     )
     group.addoption(
-        "--trainjob-report",
+        flag(REPORT),
         type=Path,
         default=None,
         help="write <DIR>/<profile>.json, failure diagnostics, and the policy x profile "
         "matrix as conformance.md and conformance.html",
     )
     group.addoption(
-        "--trainjob-timeline",
+        flag(TIMELINE),
         type=Path,
         default=None,
         help="write each policy test's wall time and the cluster's own timestamps of what it "
         "did to this JSON file (what `trainjob-conformance bench` reads)",
     )
     group.addoption(
-        "--trainjob-policy",
+        flag(POLICY),
         action="append",
         default=[],
         metavar="ID",
         help="run only the tests of this policy (repeatable; a pack's as PACK/ID)",
     )
     group.addoption(
-        "--trainjob-namespace-label",
+        flag(NAMESPACE_LABEL),
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -110,13 +119,13 @@ def add_options(parser: pytest.Parser) -> None:
         "to the namespaces of the tests it targets with it",
     )
     group.addoption(
-        "--trainjob-record",
+        flag(RECORD),
         action="store_true",
         help="keep every test's record (the requests it sent, with the cluster's answers) in "
         "the diagnostics; FAIL and known-gap results always keep theirs",
     )
     group.addoption(
-        "--trainjob-run-dir",
+        flag(RUN_DIR),
         type=Path,
         default=None,
         help="where cluster state, controller logs and diagnostics go (default: .runs/<id>)",
@@ -149,7 +158,7 @@ class Settings:
 
 
 def _profile_name(config: pytest.Config) -> str:
-    explicit = config.getoption("--trainjob-profile")
+    explicit = config.getoption(flag(PROFILE))
     if explicit:
         return str(explicit)
     return os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
@@ -166,11 +175,11 @@ def read_settings(config: pytest.Config) -> Settings:
     try:
         profile = load_profile(name)
     except ConformanceError as error:
-        source = "--trainjob-profile" if config.getoption("--trainjob-profile") else PROFILE_ENV
+        source = flag(PROFILE) if config.getoption(flag(PROFILE)) else PROFILE_ENV
         raise ConformanceError(f"{source}: {error}") from None
-    run_dir = config.getoption("--trainjob-run-dir")
-    report = config.getoption("--trainjob-report")
-    timeline = _resolved(config.getoption("--trainjob-timeline"))
+    run_dir = config.getoption(flag(RUN_DIR))
+    report = config.getoption(flag(REPORT))
+    timeline = _resolved(config.getoption(flag(TIMELINE)))
     if (
         timeline
         and report
@@ -183,23 +192,33 @@ def read_settings(config: pytest.Config) -> Settings:
         )
     return Settings(
         request=ClusterRequest(
-            provider=config.getoption("--trainjob-cluster"),
+            provider=config.getoption(flag(CLUSTER)),
             profile=profile,
             run_dir=Path(run_dir).resolve() if run_dir else _default_run_dir(config.rootpath),
-            kubeconfig=config.getoption("--trainjob-kubeconfig"),
-            node_labels=config.getoption("--trainjob-node-labels"),
-            image_source=config.getoption("--trainjob-image-source"),
+            options=_provider_options(config),
         ),
-        keep_cluster=bool(config.getoption("--trainjob-keep-cluster")),
-        catalog=Path(config.getoption("--trainjob-catalog") or suite().catalog),
-        templates=Path(config.getoption("--trainjob-templates") or suite().templates),
+        keep_cluster=bool(config.getoption(flag(KEEP_CLUSTER))),
+        catalog=Path(config.getoption(flag(CATALOG)) or suite().catalog),
+        templates=Path(config.getoption(flag(TEMPLATES)) or suite().templates),
         report_dir=Path(report).resolve() if report else None,
-        packs=tuple(Path(p) for p in config.getoption("--trainjob-pack") or ()),
+        packs=tuple(Path(p) for p in config.getoption(flag(PACK)) or ()),
         timeline=timeline,
-        namespace_labels=_labels(config.getoption("--trainjob-namespace-label") or ()),
-        policies=tuple(config.getoption("--trainjob-policy") or ()),
-        record=bool(config.getoption("--trainjob-record")),
+        namespace_labels=_labels(config.getoption(flag(NAMESPACE_LABEL)) or ()),
+        policies=tuple(config.getoption(flag(POLICY)) or ()),
+        record=bool(config.getoption(flag(RECORD))),
     )
+
+
+def _provider_options(config: pytest.Config) -> dict[str, str]:
+    """The chosen provider's options that were given (or have a default)."""
+    found = {}
+    for option in provider_kind(config.getoption(flag(CLUSTER))).options:
+        if not option.on_command_line:
+            continue
+        value = config.getoption(flag(option.name))
+        if value is not None:
+            found[option.name] = str(value)
+    return found
 
 
 def _labels(given: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:

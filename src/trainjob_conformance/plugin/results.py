@@ -16,9 +16,11 @@ import pytest
 from trainjob_conformance.kube.client import HARNESS_USER_AGENT
 from trainjob_conformance.plugin.options import Settings, is_xdist_worker
 from trainjob_conformance.plugin.session import ClusterSession
+from trainjob_conformance.plugin.verdict_report import decode
 from trainjob_conformance.policies.catalog import Policy
 from trainjob_conformance.report.archive import COMMAND_ENV, RECORD_SUFFIX, write_archive
 from trainjob_conformance.report.model import (
+    ERROR,
     FAIL,
     KNOWN_GAP,
     PASS,
@@ -27,14 +29,9 @@ from trainjob_conformance.report.model import (
     read_reports,
 )
 from trainjob_conformance.report.render import write_reports
+from trainjob_conformance.report.words import lookup
 from trainjob_conformance.stack.compose import describe
 
-# user_properties a policy test's report carries (set in the plugin's makereport).
-POLICY = "policy"
-RESULT = "policy_result"
-REASON = "policy_reason"
-DETAILS = "policy_details"
-RECORD = "policy_record"
 # Results whose record is always kept; with --trainjob-record every result's is.
 _RECORDED_ALWAYS = (FAIL, KNOWN_GAP)
 
@@ -68,24 +65,22 @@ class PolicyResults:
         return handle.profile if handle is not None and handle.profile else self.settings.profile
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict(report.user_properties)
-        if RESULT not in props:
+        verdict = decode(report)
+        if verdict is None:
             return
-        policy_id = str(props.get(POLICY))
-        result = str(props[RESULT])
         row = PolicyResult(
-            policy=policy_id,
-            title=self.catalog()[policy_id].title,
-            result=result,
+            policy=verdict.policy,
+            title=self.catalog()[verdict.policy].title,
+            result=verdict.result,
             seconds=round(report.duration, 1),
             test=report.nodeid,
-            reason=str(props.get(REASON) or "") if result != PASS else "",
+            reason=verdict.reason if verdict.result != PASS else "",
         )
-        if result != PASS and self.settings.report_dir is not None:
-            row.diagnostics = self._write_diagnostics(report, str(props.get(DETAILS) or ""))
-        keep = result in _RECORDED_ALWAYS or self.settings.record
-        if RECORD in props and keep and self.settings.report_dir is not None:
-            self._write_record(row, str(props[RECORD]))
+        if verdict.result != PASS and self.settings.report_dir is not None:
+            row.diagnostics = self._write_diagnostics(report, verdict.details)
+        keep = verdict.result in _RECORDED_ALWAYS or self.settings.record
+        if verdict.record is not None and keep and self.settings.report_dir is not None:
+            self._write_record(row, verdict.record)
         self.rows.append(row)
 
     def pytest_keyboard_interrupt(self) -> None:
@@ -133,7 +128,7 @@ class PolicyResults:
 
     def run_report(self) -> RunReport:
         handle = self.session.handle
-        stack_errors = sorted({r.reason for r in self.rows if r.result == "ERROR"})
+        stack_errors = sorted({r.reason for r in self.rows if r.result == ERROR})
         return RunReport(
             profile=self.profile,
             provider=handle.provider if handle else self.settings.request.provider,
@@ -206,10 +201,15 @@ class PolicyResults:
         # A pack's namespaced IDs are longer than the project's.
         width = max([14, *(len(row.policy) for row in self.rows)])
         for row in sorted(self.rows, key=lambda r: (r.policy, r.test)):
-            terminalreporter.write_line(
-                f"{row.policy:{width}} {row.result:15} {row.seconds:7.1f}s  {row.test}"
-            )
-            if row.result == "ERROR":
+            # The word in its colour from the one table (report/words.py); the padding
+            # stays plain, so an inverted word is not a block of colour.
+            word = lookup(row.result)
+            padding = " " * (15 - len(word.word))
+            terminalreporter.ensure_newline()
+            terminalreporter.write(f"{row.policy:{width}} ")
+            terminalreporter.write(word.word, **word.markup)
+            terminalreporter.line(f"{padding} {row.seconds:7.1f}s  {row.test}")
+            if row.result == ERROR:
                 terminalreporter.write_line(f"{'':{width}} {row.reason}")
         if self.interrupted:
             terminalreporter.write_line(

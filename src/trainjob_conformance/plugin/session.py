@@ -17,7 +17,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +103,7 @@ class ClusterSession:
         """The cluster, started on first call; ConformanceError (one line) if it cannot be.
 
         `on_created` is called once the nodes are up, where the provider can tell
-        (ClusterRequest.on_created), before the stack is ready.
+        (ClusterProvider.up), before the stack is ready.
         """
         if self.is_worker and self.handle is None and self.start_error is None:
             self._take_over()
@@ -114,8 +113,8 @@ class ClusterSession:
             raise ConformanceError(self.start_error)
         started = time.monotonic()
         try:
-            self.provider = make_provider(replace(self.settings.request, on_created=on_created))
-            self.handle = self.provider.up()
+            self.provider = make_provider(self.settings.request)
+            self.handle = self.provider.up(on_created)
         except ConformanceError as error:
             self.start_error = self._one_line(str(error))
         except WaitTimeout as error:
@@ -154,32 +153,29 @@ class ClusterSession:
         if self.provider is None:
             return []
         if self.settings.keep_cluster and self.handle is not None:
-            detach = getattr(self.provider, "detach", None)
-            if detach is None:
+            provider, self.provider = self.provider, None
+            hint = provider.detach()
+            if hint is None:
                 print(
                     f"trainjob-conformance: the {self.handle.provider} cluster is not the "
                     "harness's to keep or stop",
                     file=sys.stderr,
                 )
                 return []
-            detach()
-            print_kept(self.handle, self.provider)
-            self.provider = None
+            print_kept(self.handle, hint)
             return []
         self.stop()
         return still_running(self.run_dir)
 
 
-def print_kept(handle: ClusterHandle, provider: Any) -> None:
+def print_kept(handle: ClusterHandle, hint: str) -> None:
     lines = [
         "",
         "trainjob-conformance: the cluster is still running.",
         f"  export KUBECONFIG={handle.kubeconfig}",
         "  kubectl get trainjobs,jobsets,pods -A",
+        f"  stop it with: {hint}",
     ]
-    hint = getattr(provider, "down_hint", None)
-    if hint is not None:
-        lines.append(f"  stop it with: {hint()}")
     print("\n".join(lines), file=sys.stderr)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from trainjob_conformance.bench.timeline import timeline_of
-from trainjob_conformance.plugin import results
+from trainjob_conformance.plugin.verdict_report import decode, policy_of
 from trainjob_conformance.policies.view import TrainJobView
 
 TIMELINE = "trainjob_timeline"
@@ -48,14 +48,14 @@ class TimelineRecorder:
         if start is not None and stop is not None:
             row["start"] = min(row.get("start", start), start)
             row["stop"] = max(row.get("stop", stop), stop)
+        policy, verdict = policy_of(report), decode(report)
+        if policy is not None:
+            row["policy"] = policy
+        if verdict is not None:
+            row["result"] = verdict.result
         props = dict(report.user_properties)
-        for key, name in (
-            (results.POLICY, "policy"),
-            (results.RESULT, "result"),
-            (TIMELINE, "timeline"),
-        ):
-            if key in props:
-                row[name] = props[key]
+        if TIMELINE in props:
+            row["timeline"] = props[TIMELINE]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         tests = [row for row in self.rows.values() if "policy" in row]

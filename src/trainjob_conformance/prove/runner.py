@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainjob_conformance.cluster.provider import KUBECONFIG_OPTION
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.invocation import PytestInvocation
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.lifecycle.interrupts import interruptible_child
-from trainjob_conformance.paths import suite
 from trainjob_conformance.policies.breaks import BREAK_LABEL, Break
 from trainjob_conformance.policies.catalog import Policy
 from trainjob_conformance.prove.breaking import AppliedBreak, cannot_host
@@ -93,29 +93,22 @@ class Children:
 def pytest_command(
     settings: ChildSettings, policies: list[str], label: str, out: Path, workers: int
 ) -> list[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(suite().tests),
-        "--trainjob-cluster=existing",
-        f"--trainjob-kubeconfig={settings.kubeconfig}",
-        f"--trainjob-profile={settings.profile}",
-        f"--trainjob-run-dir={out / 'run'}",
-        f"--trainjob-report={out}",
-        "-n",
-        str(workers),
-        "-p",
-        "no:cacheprovider",
-        "-m",
-        "not harness",
-        "-q",
-    ]
-    command += [f"--trainjob-policy={policy}" for policy in policies]
-    command += [f"--trainjob-pack={pack}" for pack in settings.packs]
-    if label != "baseline":
-        command.append(f"--trainjob-namespace-label={BREAK_LABEL}={label}")
-    return [*command, *settings.extra]
+    """A child against the cluster through its kubeconfig (as `existing`); a break's
+    children's namespaces carry the break's label, which scopes the break to them."""
+    return PytestInvocation(
+        profile=settings.profile,
+        cluster="existing",
+        run_dir=out / "run",
+        provider_options={KUBECONFIG_OPTION: str(settings.kubeconfig)},
+        workers=workers,
+        dist=None,
+        report=out,
+        packs=settings.packs,
+        policies=tuple(policies),
+        namespace_labels=() if label == "baseline" else (f"{BREAK_LABEL}={label}",),
+        quiet=True,
+        extra=settings.extra,
+    ).argv()
 
 
 def run_policies(

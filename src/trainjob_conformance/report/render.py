@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import html
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainjob_conformance.report.files import write_whole
@@ -11,55 +11,69 @@ from trainjob_conformance.report.model import (
     FAIL,
     GAP_CLOSED,
     KNOWN_GAP,
-    NOT_APPLICABLE,
-    PASS,
     SKIPPED,
     PolicyResult,
     RunReport,
     worst_result,
 )
+from trainjob_conformance.report.templating import render_page
+from trainjob_conformance.report.words import ABSENT, WORDS, Word, lookup
 from trainjob_conformance.stack.compose import describe
 
-_SYMBOL = {
-    PASS: "pass",
-    FAIL: "FAIL",
-    KNOWN_GAP: "known gap",
-    GAP_CLOSED: "GAP CLOSED",
-    SKIPPED: "not run",
-    NOT_APPLICABLE: "n/a",
-    ERROR: "ERROR",
-}
-_CSS_CLASS = {
-    PASS: "pass",
-    FAIL: "fail",
-    KNOWN_GAP: "gap",
-    GAP_CLOSED: "fail",
-    SKIPPED: "gap",
-    NOT_APPLICABLE: "na",
-    ERROR: "fail",
-}
+
+@dataclass(frozen=True)
+class Profile:
+    """One profile's line above the matrix."""
+
+    profile: str
+    provider: str
+    started: str
+    seconds: str  # the run's wall time, whole seconds
+    versions: str
+    totals: str
 
 
-def _cell(results: list[PolicyResult]) -> str:
+@dataclass(frozen=True)
+class MatrixRow:
+    policy: str
+    title: str
+    cells: list[Word]  # one per profile; ABSENT's entry where the profile has no result
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A failure or known gap, listed under the matrix with its reason."""
+
+    profile: str
+    result: PolicyResult
+    word: Word
+
+
+def _cell(results: list[PolicyResult]) -> Word:
     """One policy on one profile; a parametrized policy is the worst of its tests."""
     if not results:
-        return ""
-    return worst_result(r.result for r in results)
+        return lookup(ABSENT)
+    return WORDS[worst_result(r.result for r in results)]
 
 
-def _rows(reports: list[RunReport]) -> list[tuple[str, str, dict[str, list[PolicyResult]]]]:
+def _rows(reports: list[RunReport]) -> list[MatrixRow]:
     titles: dict[str, str] = {}
     cells: dict[str, dict[str, list[PolicyResult]]] = {}
     for report in reports:
         for result in report.results:
             titles.setdefault(result.policy, result.title)
             cells.setdefault(result.policy, {}).setdefault(report.profile, []).append(result)
-    return [(policy, titles[policy], cells[policy]) for policy in sorted(cells)]
-
-
-def _problems(reports: list[RunReport]) -> list[tuple[str, PolicyResult]]:
     return [
-        (report.profile, r)
+        MatrixRow(
+            policy, titles[policy], [_cell(cells[policy].get(r.profile, [])) for r in reports]
+        )
+        for policy in sorted(cells)
+    ]
+
+
+def _problems(reports: list[RunReport]) -> list[Problem]:
+    return [
+        Problem(report.profile, r, WORDS[r.result])
         for report in reports
         for r in report.results
         if r.result in (ERROR, FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP)
@@ -68,7 +82,9 @@ def _problems(reports: list[RunReport]) -> list[tuple[str, PolicyResult]]:
 
 def _totals(report: RunReport) -> str:
     counts = report.counts()
-    return ", ".join(f"{counts[k]} {_SYMBOL[k]}" for k in _SYMBOL if k in counts)
+    return ", ".join(
+        f"{counts[word]} {entry.word}" for word, entry in WORDS.items() if word in counts
+    )
 
 
 def _versions(report: RunReport) -> str:
@@ -78,79 +94,45 @@ def _versions(report: RunReport) -> str:
     return f"{versions}; {composed}" if composed else versions
 
 
+def _profiles(reports: list[RunReport]) -> list[Profile]:
+    return [
+        Profile(r.profile, r.provider, r.started, f"{r.wall_seconds:.0f}", _versions(r), _totals(r))
+        for r in reports
+    ]
+
+
 def markdown(reports: list[RunReport]) -> str:
-    profiles = [r.profile for r in reports]
     lines = ["# TrainJob conformance", ""]
-    for report in reports:
-        versions = _versions(report)
+    lines += [
+        f"- **{p.profile}** ({p.provider}, {p.started}, {p.seconds}s): {p.versions}. {p.totals}"
+        for p in _profiles(reports)
+    ]
+    lines += ["", "| policy | title | " + " | ".join(r.profile for r in reports) + " |"]
+    lines.append("|---|---|" + "---|" * len(reports))
+    for row in _rows(reports):
         lines.append(
-            f"- **{report.profile}** ({report.provider}, {report.started}, "
-            f"{report.wall_seconds:.0f}s): {versions}. {_totals(report)}"
+            f"| {row.policy} | {row.title} | " + " | ".join(c.text for c in row.cells) + " |"
         )
-    lines += ["", "| policy | title | " + " | ".join(profiles) + " |"]
-    lines.append("|---|---|" + "---|" * len(profiles))
-    for policy, title, cells in _rows(reports):
-        row = [_SYMBOL.get(_cell(cells.get(p, [])), "") for p in profiles]
-        lines.append(f"| {policy} | {title} | " + " | ".join(row) + " |")
     problems = _problems(reports)
     if problems:
         lines += ["", "## Failures and known gaps", ""]
-        for profile, result in problems:
+        for problem in problems:
+            result = problem.result
             where = f" ([diagnostics]({result.diagnostics}))" if result.diagnostics else ""
             lines.append(
-                f"- {_SYMBOL[result.result]} **{result.policy}** on {profile}: {result.reason}{where}"
+                f"- {problem.word.word} **{result.policy}** on {problem.profile}: "
+                f"{result.reason}{where}"
             )
     return "\n".join(lines) + "\n"
 
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}
-th{background:#f3f3f3}.pass{background:#dff5df}.fail{background:#f8d0d0;font-weight:bold}
-.gap{background:#fff2c2}.na{color:#888}li{margin:.3em 0}code{font-size:90%}
-"""
-
-
 def html_page(reports: list[RunReport]) -> str:
-    esc = html.escape
-    profiles = [r.profile for r in reports]
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>TrainJob conformance</title>",
-        f"<style>{_STYLE}</style></head><body><h1>TrainJob conformance</h1><ul>",
-    ]
-    for report in reports:
-        versions = _versions(report)
-        parts.append(
-            f"<li><b>{esc(report.profile)}</b> ({esc(report.provider)}, {esc(report.started)}, "
-            f"{report.wall_seconds:.0f}s): {esc(versions)}. {esc(_totals(report))}</li>"
-        )
-    parts.append("</ul><table><tr><th>policy</th><th>title</th>")
-    parts += [f"<th>{esc(p)}</th>" for p in profiles]
-    parts.append("</tr>")
-    for policy, title, cells in _rows(reports):
-        parts.append(f"<tr><td><code>{esc(policy)}</code></td><td>{esc(title)}</td>")
-        for profile in profiles:
-            value = _cell(cells.get(profile, []))
-            css = _CSS_CLASS.get(value, "na")
-            parts.append(f"<td class='{css}'>{esc(_SYMBOL.get(value, ''))}</td>")
-        parts.append("</tr>")
-    parts.append("</table>")
-    problems = _problems(reports)
-    if problems:
-        parts.append("<h2>Failures and known gaps</h2><ul>")
-        for profile, result in problems:
-            link = (
-                f" (<a href='{esc(result.diagnostics)}'>diagnostics</a>)"
-                if result.diagnostics
-                else ""
-            )
-            parts.append(
-                f"<li><span class='{_CSS_CLASS[result.result]}'>{esc(_SYMBOL[result.result])}</span> "
-                f"<code>{esc(result.policy)}</code> on {esc(profile)}: {esc(result.reason)}{link}</li>"
-            )
-        parts.append("</ul>")
-    parts.append("</body></html>\n")
-    return "".join(parts)
+    return render_page(
+        "conformance.html.j2",
+        profiles=_profiles(reports),
+        rows=_rows(reports),
+        problems=_problems(reports),
+    )
 
 
 def write_reports(reports: list[RunReport], directory: Path) -> tuple[Path, Path]:

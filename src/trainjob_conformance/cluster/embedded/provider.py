@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainjob_conformance.cluster.embedded import NODE_LABELS
 from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
 from trainjob_conformance.cluster.embedded.host_controllers import (
     STARTERS,
@@ -43,7 +46,11 @@ from trainjob_conformance.cluster.health.stack_watch import (
 )
 from trainjob_conformance.cluster.isolation.netns import require_namespaces
 from trainjob_conformance.cluster.kueue import KUEUE_NAMESPACE
-from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
+from trainjob_conformance.cluster.provider import (
+    AUDIT_LOG_OPTION,
+    ClusterRequest,
+    startup_errors,
+)
 from trainjob_conformance.cluster.run_state import STATE_FILE
 from trainjob_conformance.cluster.serving.certs import CertificateAuthority
 from trainjob_conformance.cluster.serving.ports import LOOPBACK, free_port
@@ -98,10 +105,17 @@ class EmbeddedStackCluster:
     """Owns a control plane and the three managers from `up` to `down`."""
 
     def __init__(
-        self, profile: Profile, run_dir: Path, node_labels: str = "cloud", audit: bool = False
+        self,
+        profile: Profile,
+        run_dir: Path,
+        node_labels: str = "cloud",
+        audit_log: Path | None = None,
     ) -> None:
         self.profile = profile
-        self.audit = audit  # an API server audit log of writes, for `bench`
+        # The bench's: an API server audit log of writes, copied here at `down`
+        # (the control plane's own directory goes with it).
+        self.audit_log = audit_log
+        self.audit = audit_log is not None
         self.run_dir = run_dir
         self.node_labels = node_labels
         self.control_plane: EmbeddedControlPlane | None = None
@@ -119,7 +133,9 @@ class EmbeddedStackCluster:
     def _timed(self, key: str, started: float) -> None:
         self.timings[key] = round(time.monotonic() - started, 1)
 
-    def up(self) -> ClusterHandle:
+    def up(self, on_created: Callable[[], None] | None = None) -> ClusterHandle:
+        """`on_created` is not called: the fake nodes and the stack come up together,
+        so a worker cluster starts once this one is ready."""
         with startup_errors(self.run_dir):
             return self._up()
 
@@ -381,10 +397,7 @@ class EmbeddedStackCluster:
         }
         (self.run_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
 
-    def down_hint(self) -> str:
-        return f"trainjob-conformance down --run-dir {self.run_dir}"
-
-    def detach(self) -> None:
+    def detach(self) -> str:
         """Leave everything running past this process; `trainjob-conformance down` stops it."""
         unregister_cleanup(self.down)
         if self.watch is not None:
@@ -398,6 +411,7 @@ class EmbeddedStackCluster:
         if self.owner is not None:
             self.owner.detach()
             self.owner = None
+        return f"trainjob-conformance down --run-dir {self.run_dir}"
 
     def down(self) -> None:
         unregister_cleanup(self.down)
@@ -411,6 +425,9 @@ class EmbeddedStackCluster:
             self.controllers[name].stop()
         self.controllers.clear()
         if self.control_plane is not None:
+            if self.audit_log is not None and self.control_plane.audit_log.is_file():
+                self.audit_log.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(self.control_plane.audit_log, self.audit_log)
             self.control_plane.down()
             self.control_plane = None
         if self.owner is not None:
@@ -573,4 +590,37 @@ def _torch_runtime(trainer_source: Path) -> dict[str, Any]:
 
 def from_request(request: ClusterRequest) -> EmbeddedStackCluster:
     """The registry's way in (cluster/registry.py)."""
-    return EmbeddedStackCluster(request.profile, request.run_dir, request.node_labels)
+    audit_log = request.option(AUDIT_LOG_OPTION)
+    return EmbeddedStackCluster(
+        request.profile,
+        request.run_dir,
+        request.option(NODE_LABELS, "cloud") or "cloud",
+        audit_log=Path(audit_log) if audit_log else None,
+    )
+
+
+def peer_beside(profile: Profile, run_dir: Path) -> EmbeddedStackCluster:
+    """A MultiKueue worker: a second embedded cluster of the same profile."""
+    return EmbeddedStackCluster(profile, run_dir / f"worker-{os.getpid()}")
+
+
+def bare_start(profile: Profile, run_dir: Path) -> float:
+    """The kwokctl control plane and its nodes alone, started and stopped."""
+    control_plane = EmbeddedControlPlane(profile, build_profile(profile), run_dir)
+    started = time.monotonic()
+    try:
+        control_plane.up()
+        control_plane.add_nodes()
+        return time.monotonic() - started
+    finally:
+        control_plane.down()
+
+
+def leftovers(run_dir: Path) -> list[str]:
+    """Nothing beyond the ledger: every process an embedded cluster starts is in it."""
+    return []
+
+
+def prebuild(profile: Profile) -> dict[str, Path]:
+    """Nothing beyond the profile's binaries."""
+    return {}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.cluster.capabilities import holds_local_images
+from trainjob_conformance.cluster.existing import KUBECONFIG_OPTION
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe, ledger_probes
 from trainjob_conformance.cluster.health.readiness import (
@@ -50,7 +52,8 @@ class ExistingCluster:
         self.run_dir = run_dir
         self.watch: StackWatch | None = None
 
-    def up(self) -> ClusterHandle:
+    def up(self, on_created: Callable[[], None] | None = None) -> ClusterHandle:
+        """`on_created` is not called: the cluster was up before the run."""
         with startup_errors(self.run_dir):
             return self._up()
 
@@ -142,7 +145,35 @@ class ExistingCluster:
             self.watch.stop()
             self.watch = None
 
+    def detach(self) -> None:
+        """Nothing to keep: the harness did not start this cluster and never stops it."""
+        self.down()
+        return None
+
 
 def from_request(request: ClusterRequest) -> ExistingCluster:
     """The registry's way in (cluster/registry.py)."""
-    return ExistingCluster(request.kubeconfig, request.profile, request.run_dir)
+    kubeconfig = request.option(KUBECONFIG_OPTION)
+    return ExistingCluster(
+        Path(kubeconfig) if kubeconfig else None, request.profile, request.run_dir
+    )
+
+
+def peer_beside(profile: Profile, run_dir: Path) -> ExistingCluster:
+    raise ConformanceError(
+        "the harness cannot start a cluster of the existing provider; a worker beside "
+        "an existing cluster is one of the provider that built it"
+    )
+
+
+def bare_start(profile: Profile, run_dir: Path) -> float:
+    raise ConformanceError("an existing cluster has no start of its own to measure")
+
+
+def leftovers(run_dir: Path) -> list[str]:
+    """Nothing: the harness starts nothing of an existing cluster."""
+    return []
+
+
+def prebuild(profile: Profile) -> dict[str, Path]:
+    return {}

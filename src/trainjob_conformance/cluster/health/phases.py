@@ -75,3 +75,9 @@ class PhaseClock:
 def read_phases(path: Path) -> list[Phase]:
     rows = json.loads(path.read_text())
     return [Phase(str(r["name"]), float(r["offset"]), float(r["seconds"])) for r in rows]
+
+
+# A provider's timings of its start by step (`kind_create`, `install`, `ready`, ...),
+# in seconds: the kind provider writes them in its run directory, and the bench
+# reads a `run --cluster kind`'s start from there.
+TIMINGS_FILE = "kind-timings.json"

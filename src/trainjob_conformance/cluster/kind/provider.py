@@ -31,6 +31,7 @@ from typing import IO
 
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, IMAGES_PULLED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
+from trainjob_conformance.cluster.health.phases import TIMINGS_FILE
 from trainjob_conformance.cluster.health.readiness import (
     standard_probes,
     training_operator_probes,
@@ -38,8 +39,8 @@ from trainjob_conformance.cluster.health.readiness import (
 )
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.cluster.introspect import running_images
+from trainjob_conformance.cluster.kind import IMAGE_SOURCE, IMAGE_SOURCES, host_packages, reclaim
 from trainjob_conformance.cluster.kind import config as kind_config
-from trainjob_conformance.cluster.kind import host_packages, reclaim
 from trainjob_conformance.cluster.kind import nodes as kind_nodes
 from trainjob_conformance.cluster.kind.binaries import (
     build_kind_and_kubectl,
@@ -75,7 +76,6 @@ from trainjob_conformance.stack.gobuild import build_component, module_source
 from trainjob_conformance.stack.profiles import COMPONENT_KEYS, Profile
 
 UPSTREAM_NODE_IMAGE = "kindest/node:{kubernetes}"
-IMAGE_SOURCES = ("local", "upstream")
 # Workers beside the control plane: enough for a label that splits the nodes and
 # a topology zone of two nodes (cluster/kind/nodes.py); each is a container on
 # the host's CPUs, so no more.
@@ -116,10 +116,6 @@ def cluster_name(run_dir: Path) -> str:
     return f"tjc-{run_id}"
 
 
-# The provider's timings of its start (`kind_create`, `install`, `ready`, ...), in seconds.
-TIMINGS_FILE = "kind-timings.json"
-
-
 class KindStackCluster:
     """A kind cluster this run creates, installs the stack on, and deletes."""
 
@@ -153,7 +149,7 @@ class KindStackCluster:
         self.bare = bare
         # Controllers of the profile this cluster does without (a MultiKueue worker's).
         self.leave_out = leave_out
-        # Called once `kind create` has ended well (ClusterRequest.on_created).
+        # Called once `kind create` has ended well (ClusterProvider.up).
         self.on_created = on_created
         self.docker: DockerDaemon | None = None
         self.record: reclaim.ClusterRecord | None = None
@@ -527,7 +523,9 @@ class KindStackCluster:
         )  # fmt: skip
         return result.stdout or result.stderr
 
-    def up(self) -> ClusterHandle:
+    def up(self, on_created: Callable[[], None] | None = None) -> ClusterHandle:
+        if on_created is not None:
+            self.on_created = on_created
         with startup_errors(self.run_dir):
             return self._up()
 
@@ -594,13 +592,14 @@ class KindStackCluster:
         path.write_text(kind_config.kubeconfig_at(self.kubeconfig.read_text(), address))
         return path
 
-    def down_hint(self) -> str:
+    def _down_hint(self) -> str:
         kind_bin = self.record.kind_bin if self.record else "kind"
         command = ["delete", "cluster", "--name", self.name, "--kubeconfig", str(self.kubeconfig)]
         return shlex.join([kind_bin, *command])
 
-    def detach(self) -> None:
+    def detach(self) -> str:
         """Leave the kind cluster running past this process (`kind delete cluster` removes it)."""
+        hint = self._down_hint()
         unregister_cleanup(self.down)
         if self.watch is not None:
             self.watch.stop()
@@ -611,6 +610,7 @@ class KindStackCluster:
         if self.docker is not None:
             self.docker.keep_for(self.name)
             self.docker = None
+        return hint
 
     def down(self) -> None:
         unregister_cleanup(self.down)
@@ -655,5 +655,36 @@ def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackClust
 def from_request(request: ClusterRequest) -> KindStackCluster:
     """The registry's way in (cluster/registry.py)."""
     return KindStackCluster(
-        request.profile, request.run_dir, request.image_source, on_created=request.on_created
+        request.profile, request.run_dir, request.option(IMAGE_SOURCE, "local") or "local"
     )
+
+
+def peer_beside(profile: Profile, run_dir: Path) -> KindStackCluster:
+    return multikueue_worker(profile, run_dir)
+
+
+def bare_start(profile: Profile, run_dir: Path) -> float:
+    """Seconds for `kind create` alone, with the provider's node image and config."""
+    bare = KindStackCluster(profile, run_dir, bare=True)
+    try:
+        bare.create_and_install()
+        return bare.timings["kind_create"]
+    finally:
+        bare.down()
+
+
+def leftovers(run_dir: Path) -> list[str]:
+    """The kind cluster a run directory records, if it was neither deleted nor kept and
+    node containers of it remain."""
+    record = reclaim.ClusterRecord.read(run_dir / reclaim.RECORD_FILE)
+    if record is None or record.state != "running":
+        return []
+    named = reclaim.node_containers(record.name, harness_only=False)
+    return [f"kind cluster {record.name}"] if named else []
+
+
+def prebuild(profile: Profile) -> dict[str, Path]:
+    """The binaries the node image is built from; as root, the Debian packages that
+    build needs first."""
+    host_packages.ensure_build_packages()
+    return build_node_binaries(profile)

@@ -1,0 +1,53 @@
+"""Collection: every policy test names a catalog policy; `--trainjob-policy` selects.
+
+A test of a policy with a known gap in the catalog gets the `known_gap` marker
+here, from the catalog; whether it judged the gap (entered its
+`with trainjob_policy.holds():` block) is checked when it has run
+(plugin/verdict_report.py), on every release, not only where the gap applies.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trainjob_conformance.plugin import stash
+from trainjob_conformance.plugin.verdict_report import mark_policy
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    policy_items = [item for item in items if item.get_closest_marker("policy")]
+    wanted = config.stash[stash.SETTINGS].policies
+    if wanted:
+        _select_policies(config, items, policy_items, wanted)
+        policy_items = list(items)
+    if not policy_items:
+        return
+    catalog = stash.catalog(config)
+    for item in policy_items:
+        policy_id = stash.policy_id(item)
+        if policy_id not in catalog:
+            raise pytest.UsageError(f"{item.nodeid}: policy {policy_id!r} is not in the catalog")
+        item.add_marker(pytest.mark.e2e)
+        if catalog[policy_id].has_known_gap:
+            item.add_marker(pytest.mark.known_gap)
+        mark_policy(item, policy_id)
+
+
+def _select_policies(
+    config: pytest.Config,
+    items: list[pytest.Item],
+    policy_items: list[pytest.Item],
+    wanted: tuple[str, ...],
+) -> None:
+    """Keep only the tests of the policies --trainjob-policy names."""
+    catalog = stash.catalog(config)
+    unknown = [policy_id for policy_id in wanted if policy_id not in catalog]
+    if unknown:
+        raise pytest.UsageError(
+            f"--trainjob-policy {', '.join(unknown)}: not in the catalog (see fixtures/policies.yaml)"
+        )
+    keep = [item for item in policy_items if stash.policy_id(item) in wanted]
+    dropped = [item for item in items if item not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
