@@ -6,6 +6,7 @@ import argparse
 import time
 
 from trainjob_conformance.cli.checks import check_build_cache
+from trainjob_conformance.cli.images import add_registry, fetch_for_build
 from trainjob_conformance.cli.profile_args import add_profile, add_with, profile_arg
 from trainjob_conformance.stack.profiles import load_profile
 
@@ -14,6 +15,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     build = sub.add_parser("build", help="build (or reuse) the binaries of a profile")
     add_profile(build)
     add_with(build, "the build")
+    add_registry(
+        build, False, "fetch the binaries `images push` put there instead of compiling them"
+    )
     build.add_argument(
         "--kind",
         action="store_true",
@@ -31,6 +35,8 @@ def run_build(args: argparse.Namespace) -> int:
     check_build_cache()
     started = time.monotonic()
     profile = load_profile(args.profile)
+    if args.registry:
+        fetch_for_build(profile, args.registry)
     binaries = build_profile(profile)
     if args.kind:
         from trainjob_conformance.cluster.registry import prebuild

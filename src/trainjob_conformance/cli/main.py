@@ -15,6 +15,7 @@ from trainjob_conformance.cli import (
     build,
     children,
     cluster,
+    images,
     matrix,
     outdated,
     prove,
@@ -27,7 +28,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import raise_interrupt_on_termination
 
 # In the order `--help` lists them.
-COMMANDS = (build, cluster, render, run, matrix, prove, outdated, reports, repro, bench)
+COMMANDS = (build, images, cluster, render, run, matrix, prove, outdated, reports, repro, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,121 @@
+"""`images push --registry URL`: a profile's binaries to a registry, as OCI artifacts.
+
+The embedded cluster's binaries go as one artifact per component, with an
+index per profile (the layout: stack/registry/artifacts.py); `build
+--registry URL` fetches them back instead of compiling (`fetch_for_build`),
+each file checked against the index and the index against the digest this
+push records on the machine. Credentials come from the Docker config only
+($DOCKER_CONFIG/config.json, else ~/.docker/config.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainjob_conformance.cli.checks import check_build_cache, check_writable
+from trainjob_conformance.cli.profile_args import add_profile, add_with, profile_arg
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.progress import format_seconds
+from trainjob_conformance.report.files import write_whole
+from trainjob_conformance.stack.profiles import Profile, load_profile
+
+if TYPE_CHECKING:  # the registry client (oras, jsonschema) loads only for these commands
+    from trainjob_conformance.stack.registry.fetch import FetchResult
+
+_REGISTRY_HELP = (
+    "the registry: http(s)://HOST[:PORT][/PATH] or HOST:PORT (plain HTTP for localhost "
+    "and 127.0.0.1, TLS elsewhere); credentials are read from the Docker config "
+    "($DOCKER_CONFIG/config.json or ~/.docker/config.json), never from the command line"
+)
+
+
+def add_registry(p: argparse.ArgumentParser, required: bool, what: str) -> None:
+    """--registry URL, for `images push` and `build`."""
+    p.add_argument("--registry", metavar="URL", required=required, help=f"{what}; {_REGISTRY_HELP}")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    images = sub.add_parser(
+        "images", help="push the profile's binaries to a registry (OCI artifacts), or serve one"
+    )
+    actions = images.add_subparsers(dest="images_command", required=True)
+    push = actions.add_parser(
+        "push",
+        help="push the embedded cluster's binaries of a profile to a registry",
+        description="Pushes each component's binaries (built first with `build`) as one OCI "
+        "artifact, <registry>/trainjob-conformance/bin/<component>:<version>, and an index, "
+        "<registry>/trainjob-conformance/bin-index:<profile>, recording each component's "
+        "manifest digest and each file's sha256. The index's digest, the time and the bytes "
+        "are recorded on this machine, for `build --registry` to check against. Exit codes: "
+        "0; 2 for a malformed URL, an unreachable registry, missing credentials, or a "
+        "binary not built yet.",
+    )
+    add_registry(push, True, "where to push")
+    add_profile(push)
+    add_with(push, "the push")
+    push.set_defaults(func=run_push)
+
+    serve = actions.add_parser(
+        "serve",
+        help="run a registry on 127.0.0.1 until Ctrl-C or SIGTERM (to seed, or for the tests)",
+        description="Runs Debian's docker-registry (installed as root when missing) on a free "
+        "port of 127.0.0.1, storing under DIR; nothing listens beyond loopback. Its URL is "
+        "printed, and written to --url-file once it answers.",
+    )
+    serve.add_argument("--storage", required=True, metavar="DIR", help="where the images go")
+    serve.add_argument(
+        "--url-file", metavar="FILE", help="write the registry's URL here once it answers"
+    )
+    serve.set_defaults(func=run_serve)
+
+
+def run_push(args: argparse.Namespace) -> int:
+    from trainjob_conformance.stack.registry.push import push_profile
+
+    args.profile = profile_arg(args)
+    record = push_profile(load_profile(args.profile), args.registry)
+    for component, digest in record.components.items():
+        print(f"{component:20} {digest}")
+    print(f"{'index':20} {record.index}@{record.index_digest}")
+    print(
+        f"profile {record.profile}: {record.files} binaries ({record.bytes_total / 1e6:.1f} MB, "
+        f"{record.bytes_uploaded / 1e6:.1f} MB uploaded) pushed to {record.registry} "
+        f"in {format_seconds(record.seconds)}"
+    )
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from trainjob_conformance.stack.registry.server import LocalRegistry
+
+    storage = Path(args.storage).resolve()
+    check_writable(storage, "the registry's storage")
+    with LocalRegistry(storage / "data", config_dir=storage) as registry:
+        print(f"registry {registry.url} serving {storage}; Ctrl-C or SIGTERM stops it", flush=True)
+        if args.url_file:
+            write_whole(Path(args.url_file), registry.url)
+        code = registry.wait()
+    raise ConformanceError(
+        f"the registry on {registry.url} exited by itself (code {code}); "
+        f"log {registry.log_file}:\n{registry.log_tail()}"
+    )
+
+
+def fetch_for_build(profile: Profile | str, registry_url: str) -> FetchResult:
+    """For `build --registry URL`: the profile's binaries from the registry into the build
+    cache, checked, so that the build that follows finds them built; one line each."""
+    from trainjob_conformance.stack.registry.fetch import fetch_profile
+
+    check_build_cache()
+    if isinstance(profile, str):
+        profile = load_profile(profile)
+    result = fetch_profile(profile, registry_url)
+    if result.fetched:
+        print(
+            f"profile {profile.name}: {result.files} binaries ({result.bytes_fetched / 1e6:.1f} MB) "
+            f"fetched from {registry_url} in {format_seconds(result.seconds)}, each checked "
+            "against the pushed index"
+        )
+    return result
