@@ -4,6 +4,7 @@ tests (plugin/session.py): the harness's own logic, with a stand-in provider."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,10 @@ class StandIn:
         self.log.append("down")
 
     def detach(self) -> str | None:
-        return None
+        self.log.append("detached")
+        return self.hint
+
+    hint: str | None = None
 
 
 def settings(run_dir: Path) -> Settings:
@@ -91,3 +95,27 @@ def test_an_earlier_sessions_handover_is_not_taken_for_this_ones(tmp_path, monke
 def test_a_worker_cluster_can_start_beside_a_cluster_still_starting(tmp_path) -> None:
     request = ClusterRequest("kind", load_profile("latest"), tmp_path)
     assert peer_unavailable(StartingCluster.of(request)) is None
+
+
+@pytest.mark.parametrize(
+    ("hint", "said"),
+    [
+        (
+            "trainjob-conformance down --run-dir /w",
+            "  stop it with: trainjob-conformance down --run-dir /w",
+        ),
+        (None, "trainjob-conformance: the kind cluster is not the harness's to keep or stop"),
+    ],
+)
+def test_a_kept_cluster_is_detached_and_the_provider_says_how_to_stop_it(
+    tmp_path, monkeypatch, capsys, hint, said
+) -> None:
+    """--trainjob-keep-cluster: the provider's detach() is called, and its hint printed;
+    a provider that keeps nothing (existing) says the cluster is not the harness's."""
+    monkeypatch.setattr(StandIn, "hint", hint)
+    owner, log = controller(tmp_path, monkeypatch)
+    owner.settings = replace(owner.settings, keep_cluster=True)
+    owner.ensure()
+    assert owner.finish() == []
+    assert log == ["ready", "detached"]
+    assert said in capsys.readouterr().err.splitlines()
