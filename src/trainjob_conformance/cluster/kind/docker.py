@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainjob_conformance.cluster.kind.host_packages import apt_install
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
 from trainjob_conformance.lifecycle.identity import ProcessIdentity
@@ -30,6 +29,7 @@ from trainjob_conformance.lifecycle.processes import (
 from trainjob_conformance.lifecycle.shared import SharedProcess, joined_by
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import say, step
+from trainjob_conformance.stack.apt import apt_install
 
 CAP_SYS_RESOURCE = 24  # linux/capability.h
 RUNTIME_NAME = "tjc-runc"

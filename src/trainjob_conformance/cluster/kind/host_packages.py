@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.progress import step
+from trainjob_conformance.stack.apt import apt_install
 
 
 def _dpkg_installed(package: str) -> bool:
@@ -70,19 +71,6 @@ BUILD_PACKAGES: tuple[HostPackage, ...] = (
     HostPackage("libc6-dev", "the pause program's static libc", _static_libc),
     HostPackage("busybox-static", "the test image", lambda: _dpkg_installed("busybox-static")),
 )
-
-
-def apt_install(packages: Sequence[str]) -> None:
-    """`apt-get update` then `apt-get install` of `packages`, non-interactive."""
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for args in (
-        ["apt-get", "update", "-q"],
-        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],
-    ):
-        result = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
-        if result.returncode != 0:
-            tail = "\n".join(result.stderr.splitlines()[-5:])
-            raise ConformanceError(f"{' '.join(args)} failed: {tail}")
 
 
 def _lacks(lacking: Sequence[HostPackage]) -> str:

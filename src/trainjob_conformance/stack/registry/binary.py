@@ -1,9 +1,8 @@
 """The registry program: Debian's `docker-registry` (distribution 2.8), installed where missing.
 
-As root with apt-get, the harness installs the package itself and says so in
-one line, as it installs the kind images' build packages
-(cluster/kind/host_packages.py, which this layer cannot import; the few lines
-of apt-get are repeated here). Otherwise one line says what to install.
+As root with apt-get, the harness installs the package itself (stack/apt.py)
+and says so in one line, as it installs the kind images' build packages.
+Otherwise one line says what to install.
 
 The package also installs a system service listening on every interface
 (`:5000`), which its postinst starts where services may start. The harness
@@ -25,23 +24,11 @@ from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.progress import say, step
+from trainjob_conformance.stack.apt import apt_install
 
 DEBIAN_PACKAGE = "docker-registry"
 PROGRAM = "docker-registry"
 _SERVICE = "docker-registry"
-
-
-def apt_install(packages: Sequence[str]) -> None:
-    """`apt-get update` then `apt-get install` of `packages`, non-interactive."""
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for args in (
-        ["apt-get", "update", "-q"],
-        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],
-    ):
-        result = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
-        if result.returncode != 0:
-            tail = " ".join(" ".join(result.stderr.splitlines()[-3:]).split())
-            raise ConformanceError(f"{' '.join(args)} failed: {tail}")
 
 
 def _quiet(args: list[str]) -> bool:
