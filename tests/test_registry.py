@@ -382,3 +382,28 @@ def test_images_serve_answers_on_loopback_until_sigterm_and_leaves_nothing(tmp_p
     assert "interrupted; nothing it started is still running" in output
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_registry_goes_with_a_sigkilled_images_serve(tmp_path, program):
+    """The parent-death signal: nothing of `images serve` outlives it, even SIGKILLed."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    url_file = tmp_path / "url"
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "trainjob_conformance.cli", "images", "serve",
+         "--storage", str(tmp_path / "storage"), "--url-file", str(url_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not url_file.is_file() and serve.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    children = psutil.Process(serve.pid).children(recursive=True)
+    assert url_file.is_file() and children
+    serve.send_signal(signal.SIGKILL)
+    serve.wait(timeout=10)
+    _, alive = psutil.wait_procs(children, timeout=15)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
