@@ -77,7 +77,7 @@ _OPTIONAL_CONTROLLERS = ("training-operator",)
 # their CRDs are: the training-operator (its certificate rotator's first
 # look at its webhooks comes before its own injection, and backs off 1-2 s),
 # then the Trainer (about 1.3 s). Kueue, ready 0.2 s after its start, last.
-# Measured: docs/performance.md, "Faster to a verdict".
+# Measured: docs/measurements.md, 2026-11-23, "Second round: CRD order and worksteal".
 _CRD_ORDER = ("jobset", "training-operator", "trainer", "kueue")
 # Whose CRDs each manager needs Established before it starts: the Trainer
 # needs the JobSet CRD and API, Kueue's TrainJob integration needs both.

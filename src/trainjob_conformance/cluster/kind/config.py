@@ -65,7 +65,7 @@ def cluster_config(
     # (cluster/hold.py) would each lag by up to that long. At 5 s the Trainer
     # often missed its first readiness probe (10 s after start; the next is 15 s
     # later) and a released Pod took seconds to notice; 1 s costs the few nodes'
-    # kubelets little (docs/kind.md).
+    # kubelets little (docs/measurements.md).
     kubelet = f"kind: KubeletConfiguration\nsyncFrequency: {KUBELET_SYNC}\n"
     if on_cgroup_v1:
         kubelet += "failCgroupV1: false\n"

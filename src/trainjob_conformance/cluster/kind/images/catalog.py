@@ -120,7 +120,7 @@ def ensure_kubeadm_images(
 # shared libraries and iptables' extension modules go into the image, the way the
 # releases' distroless-iptables image is made: a node unpacks every image it
 # runs at boot, and the whole Debian base (513 MB) cost each node about 6
-# CPU-seconds of containerd before its kube-proxy started (docs/kind.md).
+# CPU-seconds of containerd before its kube-proxy started (docs/measurements.md).
 _IPTABLES_COMMANDS = " ".join(
     f"/usr/sbin/{family}{suffix}"
     for family in ("iptables", "ip6tables")
