@@ -147,7 +147,7 @@ def test_cluster_handle_survives_the_trip_to_an_xdist_worker(tmp_path):
 
 
 def test_picked_ports_are_free_and_outside_the_ephemeral_range():
-    from trainjob_conformance.cluster.serving import ports
+    from trainjob_conformance import ports
 
     low = int(ports._EPHEMERAL.read_text().split()[0])
     picked = {ports.free_port() for _ in range(50)}
@@ -160,7 +160,7 @@ def test_a_port_is_never_handed_out_twice(monkeypatch):
     # Two picks before either is bound both pass the bind check; the second
     # must still differ (a worker cluster's JobSet health port once equalled
     # its Kueue webhook port, and Kueue exited on "address already in use").
-    from trainjob_conformance.cluster.serving import ports
+    from trainjob_conformance import ports
 
     draws = iter([25000, 25000, 25000, 25001])
     monkeypatch.setattr(ports.random, "randint", lambda low, high: next(draws))

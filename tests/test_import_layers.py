@@ -20,7 +20,7 @@ PACKAGE = "trainjob_conformance"
 
 # Lowest first. A package may import itself and anything to its left.
 LAYERS = [
-    ("errors", "paths", "progress", "invocation"),
+    ("errors", "paths", "progress", "invocation", "ports"),
     ("kube",),
     ("lifecycle",),
     ("stack",),

@@ -22,6 +22,7 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.identity import ProcessIdentity
 from trainjob_conformance.lifecycle.ledger import ProcessLedger
 from trainjob_conformance.lifecycle.processes import RunOwnership
+from trainjob_conformance.ports import free_port
 from trainjob_conformance.stack import gobuild
 from trainjob_conformance.stack.profiles import Profile
 from trainjob_conformance.stack.registry.address import parse_registry_url, tag_for
@@ -35,7 +36,7 @@ from trainjob_conformance.stack.registry.errors import (
 from trainjob_conformance.stack.registry.fetch import fetch_profile
 from trainjob_conformance.stack.registry.push import push_profile
 from trainjob_conformance.stack.registry.records import read_record, record_path
-from trainjob_conformance.stack.registry.server import LocalRegistry, free_loopback_port
+from trainjob_conformance.stack.registry.server import LocalRegistry
 
 # A composed-looking name, so that its tag has to be made valid.
 PROFILE = Profile("tiny+kueue=v0", "two fake binaries", {"etcd": "v9.9.9", "jobset": "v0.0.1"})
@@ -210,7 +211,7 @@ def test_an_artifact_the_registry_lacks_says_to_push(dirs, registry, monkeypatch
 
 
 def test_an_unreachable_registry_is_named_in_one_line_at_once(dirs, monkeypatch):
-    url = f"http://127.0.0.1:{free_loopback_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
     with pytest.raises(RegistryUnreachable) as pushing:
         push_profile(PROFILE, url, records=dirs["records"])

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.lifecycle.ledger import (
     CLOSED,
     DETACHED,
@@ -61,9 +62,13 @@ class HostProcess:
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
         owner: RunOwnership | None = None,
+        with_parent: bool = False,
     ) -> None:
         self.name = name
         self.owner = owner
+        # Dies with the process that started it (the kernel's parent-death signal),
+        # for a process no run ledger watches (a registry `images serve` runs).
+        self.with_parent = with_parent
         self.args = args
         self.log_file = log_file
         self._env = env
@@ -84,6 +89,7 @@ class HostProcess:
                 # Own group, so Ctrl-C in the terminal reaches the harness only
                 # and the harness decides the order of shutdown.
                 start_new_session=True,
+                preexec_fn=die_with_parent if self.with_parent else None,
             )
         except OSError as error:
             raise ConformanceError(
@@ -111,6 +117,12 @@ class HostProcess:
         if code < 0:
             return f"killed by {signal.Signals(-code).name}"
         return f"exited with code {code}"
+
+    def wait(self) -> int:
+        """Until it exits (a signal to this process interrupts the wait)."""
+        if self._popen is None:
+            raise ConformanceError(f"{self.name} was not started")
+        return self._popen.wait()
 
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_file.exists():

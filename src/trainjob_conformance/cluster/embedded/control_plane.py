@@ -25,7 +25,6 @@ from trainjob_conformance.cluster.embedded.kwok_stages import harness_stages
 from trainjob_conformance.cluster.embedded.nodes import node_manifests
 from trainjob_conformance.cluster.health.phases import PhaseClock
 from trainjob_conformance.cluster.health.stack_watch import Breakage, Probe
-from trainjob_conformance.cluster.serving.ports import LOOPBACK
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
@@ -40,6 +39,7 @@ from trainjob_conformance.lifecycle.processes import (
     unregister_cleanup,
 )
 from trainjob_conformance.paths import cache_root
+from trainjob_conformance.ports import LOOPBACK
 from trainjob_conformance.progress import step
 from trainjob_conformance.stack.gobuild import module_source
 from trainjob_conformance.stack.profiles import Profile

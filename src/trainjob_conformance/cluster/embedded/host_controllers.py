@@ -24,10 +24,10 @@ from trainjob_conformance.cluster.kueue import (
     KUEUE_NAMESPACE,
 )
 from trainjob_conformance.cluster.serving.certs import CertificateAuthority, ServingCert
-from trainjob_conformance.cluster.serving.ports import LOOPBACK, free_port
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import wait_for
 from trainjob_conformance.lifecycle.processes import HostProcess, RunOwnership
+from trainjob_conformance.ports import LOOPBACK, free_port
 
 _READY_TIMEOUT = 120.0
 _READY_POLL = 0.05

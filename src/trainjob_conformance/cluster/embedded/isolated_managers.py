@@ -35,10 +35,10 @@ from trainjob_conformance.cluster.embedded.host_controllers import (
 )
 from trainjob_conformance.cluster.isolation.netns import NetnsBridge, require_namespaces
 from trainjob_conformance.cluster.isolation.rotator_seed import RotatorSpec, seed
-from trainjob_conformance.cluster.serving.ports import LOOPBACK
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.lifecycle.processes import HostProcess
+from trainjob_conformance.ports import LOOPBACK
 
 # In a Pod, Trainer v2.0's rotator takes its namespace from here (getOperatorNamespace).
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -23,8 +23,8 @@ from trainjob_conformance.cluster.kueue import (
     is_job_integration,
     webhook_groups,
 )
-from trainjob_conformance.cluster.serving.ports import LOOPBACK
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.ports import LOOPBACK
 
 Manifest = dict[str, Any]
 # libyaml's safe loader where PyYAML has it: the CRDs are megabytes of YAML,

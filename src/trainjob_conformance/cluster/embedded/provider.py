@@ -53,7 +53,6 @@ from trainjob_conformance.cluster.provider import (
 )
 from trainjob_conformance.cluster.run_state import STATE_FILE
 from trainjob_conformance.cluster.serving.certs import CertificateAuthority
-from trainjob_conformance.cluster.serving.ports import LOOPBACK, free_port
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError, Conflict
@@ -65,6 +64,7 @@ from trainjob_conformance.lifecycle.processes import (
     register_cleanup,
     unregister_cleanup,
 )
+from trainjob_conformance.ports import LOOPBACK, free_port
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import build_profile, module_source
 from trainjob_conformance.stack.profiles import Profile

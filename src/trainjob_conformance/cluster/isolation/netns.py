@@ -27,10 +27,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainjob_conformance.cluster.serving.ports import LOOPBACK
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import wait_for
 from trainjob_conformance.lifecycle.processes import HostProcess, RunOwnership
+from trainjob_conformance.ports import LOOPBACK
 
 _READY_TIMEOUT = 20.0
 _FORWARDER = [sys.executable, "-m", "trainjob_conformance.cluster.isolation.forward"]

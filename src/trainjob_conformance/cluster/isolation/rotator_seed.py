@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from trainjob_conformance.cluster.serving.certs import ServingCert
-from trainjob_conformance.cluster.serving.ports import LOOPBACK
+from trainjob_conformance.ports import LOOPBACK
 
 # Longer than the rotator's 90-day look-ahead, or it regenerates at once.
 _VALIDITY = datetime.timedelta(days=365)

@@ -6,7 +6,7 @@ writes beside it (nothing listens beyond 127.0.0.1: no debug or metrics
 server). Optionally it asks for a user and password (htpasswd), for tests of
 what a registry that wants credentials gets.
 
-As every process the harness starts (lifecycle/): in a session of its own, so
+As every process the harness starts (a lifecycle/ HostProcess): in a session of its own, so
 a Ctrl-C reaches the harness, which stops it; with the kernel's parent-death
 signal, so it goes with a SIGKILLed harness; recorded in the run's ledger
 when given one, so the watchdog or a later run stops it; and signalled only
@@ -19,12 +19,8 @@ until `stop` has waited for it).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
-import signal
-import socket
-import subprocess
 from pathlib import Path
 from types import TracebackType
 
@@ -33,25 +29,14 @@ import yaml
 
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
-from trainjob_conformance.lifecycle.interrupts import die_with_parent
-from trainjob_conformance.lifecycle.processes import (
-    RunOwnership,
-    register_cleanup,
-    unregister_cleanup,
-)
+from trainjob_conformance.lifecycle.processes import HostProcess, RunOwnership
+from trainjob_conformance.ports import LOOPBACK, free_port
 from trainjob_conformance.stack.registry.binary import PROGRAM, registry_program
 
 START_TIMEOUT = 30.0
-_STOP_GRACE = 10.0
 # Another process may take the free port between the look and the registry's bind.
 _PORT_TRIES = 3
 _REALM = "trainjob-conformance"
-
-
-def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _htpasswd_line(user: str, password: str) -> str:
@@ -83,11 +68,11 @@ class LocalRegistry:
         self.port = 0
         self.log_file = self.config_dir / "registry.log"
         self.config_file = self.config_dir / "registry.yml"
-        self._popen: subprocess.Popen[bytes] | None = None
+        self.process: HostProcess | None = None
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{LOOPBACK}:{self.port}"
 
     @property
     def url(self) -> str:
@@ -95,7 +80,7 @@ class LocalRegistry:
 
     @property
     def pid(self) -> int | None:
-        return self._popen.pid if self._popen else None
+        return self.process.pid if self.process else None
 
     def __enter__(self) -> LocalRegistry:
         return self.start()
@@ -135,26 +120,17 @@ class LocalRegistry:
     def _spawn(self, program: Path) -> None:
         # The registry would take any REGISTRY_* variable over its config file.
         env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
-        with self.log_file.open("ab") as sink:
-            try:
-                self._popen = subprocess.Popen(
-                    [str(program), "serve", str(self.config_file)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=sink,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    # Its own session: Ctrl-C reaches the harness, which stops it.
-                    start_new_session=True,
-                    preexec_fn=die_with_parent,
-                )
-            except OSError as error:
-                raise ConformanceError(f"could not start {PROGRAM} ({program}): {error}") from None
-        register_cleanup(self.stop)
-        if self.owner is not None:
-            self.owner.record(self._popen.pid, PROGRAM)
+        self.process = HostProcess(
+            PROGRAM,
+            [str(program), "serve", str(self.config_file)],
+            self.log_file,
+            env=env,
+            owner=self.owner,
+            with_parent=True,
+        ).start()
 
     def _answers(self) -> bool | NotYet:
-        if self._popen is None or self._popen.poll() is not None:
+        if self.process is None or self.process.exit_code() is not None:
             raise _Exited()
         try:
             with requests.Session() as session:
@@ -170,7 +146,7 @@ class LocalRegistry:
         self.storage.mkdir(parents=True, exist_ok=True)
         self.config_dir.mkdir(parents=True, exist_ok=True)
         for attempt in range(1, _PORT_TRIES + 1):
-            self.port = free_loopback_port()
+            self.port = free_port()
             self._write_config()
             self._spawn(program)
             try:
@@ -195,33 +171,21 @@ class LocalRegistry:
         raise AssertionError("unreachable")
 
     def running(self) -> bool:
-        return self._popen is not None and self._popen.poll() is None
+        return self.process is not None and self.process.exit_code() is None
 
     def wait(self) -> int:
         """Until the registry exits (a signal to this process interrupts the wait)."""
-        if self._popen is None:
+        if self.process is None:
             raise ConformanceError(f"{PROGRAM} was not started")
-        return self._popen.wait()
+        return self.process.wait()
 
     def stop(self) -> None:
         """SIGTERM its group, SIGKILL after the grace; only while it is unreaped, so ours."""
-        unregister_cleanup(self.stop)
-        process = self._popen
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=_STOP_GRACE)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if self.process is not None:
+            self.process.stop()
 
     def log_tail(self, lines: int = 20) -> str:
-        if not self.log_file.exists():
-            return "(no log)"
-        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        return self.process.log_tail(lines) if self.process else "(no log)"
 
 
 class _Exited(Exception):
