@@ -13,10 +13,15 @@ import base64
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
+import requests
 
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.identity import ProcessIdentity
@@ -348,26 +353,25 @@ def test_a_runner_that_never_pushed_trusts_the_tag_once_and_holds_the_registry_t
         fetch_profile(PROFILE, registry.url, records=runner_records)
 
 
-def test_images_serve_answers_on_loopback_until_sigterm_and_leaves_nothing(tmp_path, program):
-    """`images serve`, as ./scripts/test runs it: the URL file appears once the
-    registry answers, and a SIGTERM stops the command and its registry."""
-    import signal
-    import subprocess
-    import sys
-
-    import psutil
-    import requests
-
+def _serve(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """`images serve` as ./scripts/test starts it, once its URL file is written."""
     url_file = tmp_path / "url"
     serve = subprocess.Popen(
         [sys.executable, "-m", "trainjob_conformance.cli", "images", "serve",
          "--storage", str(tmp_path / "storage"), "--url-file", str(url_file)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not url_file.is_file() and serve.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return serve, url_file
+
+
+def test_images_serve_answers_on_loopback_until_sigterm_and_leaves_nothing(tmp_path, program):
+    """`images serve`, as ./scripts/test runs it: the URL file appears once the
+    registry answers, and a SIGTERM stops the command and its registry."""
+    serve, url_file = _serve(tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while not url_file.is_file() and serve.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert url_file.is_file(), serve.communicate(timeout=10)[0]
         url = url_file.read_text()
         assert url.startswith("http://127.0.0.1:")
@@ -387,21 +391,7 @@ def test_images_serve_answers_on_loopback_until_sigterm_and_leaves_nothing(tmp_p
 
 def test_the_registry_goes_with_a_sigkilled_images_serve(tmp_path, program):
     """The parent-death signal: nothing of `images serve` outlives it, even SIGKILLed."""
-    import signal
-    import subprocess
-    import sys
-
-    import psutil
-
-    url_file = tmp_path / "url"
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "trainjob_conformance.cli", "images", "serve",
-         "--storage", str(tmp_path / "storage"), "--url-file", str(url_file)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while not url_file.is_file() and serve.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    serve, url_file = _serve(tmp_path)
     children = psutil.Process(serve.pid).children(recursive=True)
     assert url_file.is_file() and children
     serve.send_signal(signal.SIGKILL)
