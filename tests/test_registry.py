@@ -398,3 +398,30 @@ def test_the_registry_goes_with_a_sigkilled_images_serve(tmp_path, program):
     serve.wait(timeout=10)
     _, alive = psutil.wait_procs(children, timeout=15)
     assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+def test_a_mirror_that_lacks_an_image_is_named_with_the_image_before_any_node_starts(
+    dirs, registry, tmp_path
+):
+    from trainjob_conformance.cluster.kind.mirror import mirror_digests, parse_mirror
+    from trainjob_conformance.stack.registry.client import RegistryClient
+
+    served = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"
+    layer = tmp_path / "layer"
+    layer.write_bytes(b"not an image, but a manifest under the image's name")
+    client = RegistryClient(parse_registry_url(registry.url))
+    client.push(
+        client.container("registry.k8s.io/e2e-test-images/busybox", "1.36.1-1"),
+        files=[f"{layer}:application/octet-stream"], disable_path_validation=True, quiet=True,
+    )  # fmt: skip
+    node_mirror = parse_mirror(registry.url, None)
+    found = mirror_digests(node_mirror, [served], "latest")
+    assert found[served].startswith("sha256:")
+
+    with pytest.raises(ConformanceError) as raised:
+        mirror_digests(node_mirror, [served, "kindest/node:v1.36.3"], "latest")
+    assert str(raised.value).startswith(
+        f"the mirror {registry.url} has no docker.io/kindest/node:v1.36.3 "
+        f"(looked for {registry.host}/docker.io/kindest/node:v1.36.3)"
+    )
+    assert "\n" not in str(raised.value)

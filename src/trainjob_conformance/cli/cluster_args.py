@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainjob_conformance.cluster.provider import CHOICE, KUBECONFIG, ProviderKind
+from trainjob_conformance.cluster.provider import CHOICE, KUBECONFIG, TEXT, ProviderKind
 from trainjob_conformance.cluster.registry import provider_kind, provider_kinds, provider_options
 from trainjob_conformance.errors import ConformanceError
 
@@ -42,7 +42,7 @@ def check_cluster_args(args: argparse.Namespace) -> None:
             raise ConformanceError(option.required)
     for option in provider_options():
         given = getattr(args, option.dest, None)
-        if given is None or option.kind == CHOICE:
+        if given is None or option.kind in (CHOICE, TEXT):
             continue
         if not Path(given).is_file():
             raise ConformanceError(f"{option.name.replace('-', ' ')} {given} does not exist")
@@ -59,5 +59,6 @@ def provider_options_of(args: argparse.Namespace) -> dict[str, str]:
         given = getattr(args, option.dest, None)
         if given is None:
             continue
-        found[option.name] = str(given) if option.kind == CHOICE else str(Path(given).resolve())
+        as_given = option.kind in (CHOICE, TEXT)
+        found[option.name] = str(given) if as_given else str(Path(given).resolve())
     return found

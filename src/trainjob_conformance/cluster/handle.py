@@ -22,6 +22,7 @@ from trainjob_conformance.kube.client import Kube, api_client_for
 IMAGES_PULLED = "pulled"
 IMAGES_PRELOADED = "preloaded"
 IMAGES_SIMULATED = "simulated"
+IMAGES_MIRRORED = "mirrored"
 
 
 @dataclass
@@ -47,8 +48,10 @@ class ClusterHandle:
     images: dict[str, str] = field(default_factory=dict)
     # How the nodes get the images a Pod names: IMAGES_PULLED (from registries),
     # IMAGES_PRELOADED (only those already on the nodes: no registry is reachable),
-    # IMAGES_SIMULATED (no container runs: kwok's nodes).
+    # IMAGES_SIMULATED (no container runs: kwok's nodes), IMAGES_MIRRORED (those the
+    # nodes hold and those a mirror serves, `mirrored_images`: nothing else is reachable).
     image_supply: str = IMAGES_PULLED
+    mirrored_images: list[str] = field(default_factory=list)
     # For an `existing` cluster the harness built itself: the provider that built it
     # ("kind"), so a MultiKueue worker can be started beside it the same way.
     built_by: str = ""
@@ -92,11 +95,14 @@ class ClusterHandle:
     def can_run_image(self, image: str) -> bool:
         """Whether a Pod naming `image` gets it: on nodes that run no container any
         image does; on nodes without a registry only the images they hold."""
-        if self.image_supply == IMAGES_SIMULATED:
+        if self.image_supply in (IMAGES_SIMULATED, IMAGES_PULLED):
             return True
-        return self.image_supply == IMAGES_PULLED or normalized_image(image) in node_images(
-            self.kube
-        )
+        wanted = normalized_image(image)
+        if self.image_supply == IMAGES_MIRRORED and wanted in {
+            normalized_image(served) for served in self.mirrored_images
+        }:
+            return True
+        return wanted in node_images(self.kube)
 
     def topology(self) -> Topology | None:
         """The node-label topology of the schedulable nodes, if they have one."""
@@ -129,6 +135,7 @@ class ClusterHandle:
             "health_file": str(self.health_file) if self.health_file else "",
             "images": dict(self.images),
             "image_supply": self.image_supply,
+            "mirrored_images": list(self.mirrored_images),
             "built_by": self.built_by,
         }
 
@@ -148,6 +155,7 @@ class ClusterHandle:
             health_file=Path(str(data["health_file"])) if data.get("health_file") else None,
             images={str(k): str(v) for k, v in dict(data.get("images") or {}).items()},  # type: ignore[call-overload]
             image_supply=str(data.get("image_supply") or IMAGES_PULLED),
+            mirrored_images=[str(i) for i in list(data.get("mirrored_images") or [])],  # type: ignore[call-overload]
             built_by=str(data.get("built_by") or ""),
             controller_pods={
                 str(k): (str(v[0]), str(v[1]))

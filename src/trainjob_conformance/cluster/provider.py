@@ -19,11 +19,13 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.stack.profiles import Profile
 
-# How a provider's option is given: one of its choices, a file, or a kubeconfig
-# (a file the harness checks is one: kube/kubeconfig.py).
+# How a provider's option is given: one of its choices, a file, a kubeconfig
+# (a file the harness checks is one: kube/kubeconfig.py), or text the provider
+# checks itself (a URL).
 CHOICE = "choice"
 PATH = "path"
 KUBECONFIG = "kubeconfig"
+TEXT = "text"
 # The option of a provider that takes a cluster by its kubeconfig (existing).
 KUBECONFIG_OPTION = "kubeconfig"
 # The option of a provider whose API server can keep an audit log of writes
@@ -104,6 +106,38 @@ class ProviderModule(Protocol):
         """What the provider needs built beyond the profile's binaries (`build --kind`)."""
         ...
 
+    def push_images(self, profile: Profile, registry_url: str) -> list[PushedImage]:
+        """Push the images its clusters run, under their upstream names, to a registry
+        laid out as a mirror (`images push --cluster`; where `pushes_images`)."""
+        ...
+
+    def registry_server(self, storage: Path, config_dir: Path) -> RegistryServer | None:
+        """A registry its clusters' nodes can pull from (`images serve --cluster`);
+        None where a registry on the host's loopback serves them."""
+        ...
+
+
+@dataclass(frozen=True)
+class PushedImage:
+    """One image a provider pushed: its upstream name, where it went, its digest there."""
+
+    upstream: str
+    reference: str
+    digest: str
+    size: int  # bytes, as the local image store counts them
+
+
+class RegistryServer(Protocol):
+    """A registry a command runs until it is stopped (`images serve`)."""
+
+    url: str
+    log_file: Path
+
+    def __enter__(self) -> RegistryServer: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def wait(self) -> int: ...
+    def log_tail(self, lines: int = 20) -> str: ...
+
 
 @dataclass(frozen=True)
 class ProviderKind:
@@ -120,6 +154,11 @@ class ProviderKind:
     proves: bool = False
     # Its clusters run the profile's binaries from the build cache on this host.
     needs_build_cache: bool = False
+    # It runs images it can push to a registry and pull back through a mirror.
+    pushes_images: bool = False
+    # What it runs on the host beyond the profile's binaries (component -> version),
+    # pushed to a registry and fetched back with them.
+    host_binaries: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass

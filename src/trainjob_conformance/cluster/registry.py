@@ -21,6 +21,8 @@ from trainjob_conformance.cluster.provider import (
     ProviderKind,
     ProviderModule,
     ProviderOption,
+    PushedImage,
+    RegistryServer,
 )
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import Profile
@@ -82,6 +84,16 @@ def bare_start(provider: str, profile: Profile, run_dir: Path) -> float:
 def prebuild(provider: str, profile: Profile) -> dict[str, Path]:
     """What the provider builds beyond the profile's binaries."""
     return _module(provider).prebuild(profile)
+
+
+def push_images(provider: str, profile: Profile, registry_url: str) -> list[PushedImage]:
+    """The images the provider's clusters run, pushed under their upstream names."""
+    return _module(provider).push_images(profile, registry_url)
+
+
+def registry_server(provider: str, storage: Path, config_dir: Path) -> RegistryServer | None:
+    """A registry the provider's nodes pull from; None where one on loopback serves."""
+    return _module(provider).registry_server(storage, config_dir)
 
 
 def leftovers(run_dir: Path) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trainjob_conformance.cluster.provider import CHOICE, ClusterRequest
+from trainjob_conformance.cluster.provider import CHOICE, TEXT, ClusterRequest
 from trainjob_conformance.cluster.registry import (
     PROVIDERS,
     provider_kind,
@@ -61,6 +61,8 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(
                 flag(option.name), choices=option.choices, default=option.default, help=option.help
             )
+        elif option.kind == TEXT:
+            group.addoption(flag(option.name), default=None, help=option.help)
         else:
             group.addoption(flag(option.name), type=Path, default=None, help=option.help)
     group.addoption(

@@ -49,6 +49,8 @@ from trainjob_conformance.cluster.kueue import KUEUE_NAMESPACE
 from trainjob_conformance.cluster.provider import (
     AUDIT_LOG_OPTION,
     ClusterRequest,
+    PushedImage,
+    RegistryServer,
     startup_errors,
 )
 from trainjob_conformance.cluster.run_state import STATE_FILE
@@ -624,3 +626,12 @@ def leftovers(run_dir: Path) -> list[str]:
 def prebuild(profile: Profile) -> dict[str, Path]:
     """Nothing beyond the profile's binaries."""
     return {}
+
+
+def push_images(profile: Profile, registry_url: str) -> list[PushedImage]:
+    raise ConformanceError("the embedded cluster runs no images: `images push` pushes its binaries")
+
+
+def registry_server(storage: Path, config_dir: Path) -> RegistryServer | None:
+    """The embedded cluster's host processes reach a registry on 127.0.0.1."""
+    return None

@@ -21,7 +21,12 @@ from trainjob_conformance.cluster.introspect import (
     running_images,
 )
 from trainjob_conformance.cluster.labels import LOCAL_IMAGE_HOST
-from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
+from trainjob_conformance.cluster.provider import (
+    ClusterRequest,
+    PushedImage,
+    RegistryServer,
+    startup_errors,
+)
 from trainjob_conformance.cluster.run_state import embedded_run_dir, kind_run_dir, read_state
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
@@ -177,3 +182,11 @@ def leftovers(run_dir: Path) -> list[str]:
 
 def prebuild(profile: Profile) -> dict[str, Path]:
     return {}
+
+
+def push_images(profile: Profile, registry_url: str) -> list[PushedImage]:
+    raise ConformanceError("an existing cluster's images are its installer's, not the harness's")
+
+
+def registry_server(storage: Path, config_dir: Path) -> RegistryServer | None:
+    return None

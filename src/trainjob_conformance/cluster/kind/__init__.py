@@ -4,10 +4,13 @@ This module declares the provider for the registry and imports nothing heavy;
 its code is in provider.py, imported only when a cluster is asked for.
 """
 
-from trainjob_conformance.cluster.provider import ProviderKind, ProviderOption
+from trainjob_conformance.cluster.kind.versions import NODE_TOOLS
+from trainjob_conformance.cluster.provider import PATH, TEXT, ProviderKind, ProviderOption
 
 IMAGE_SOURCE = "image-source"
 IMAGE_SOURCES = ("local", "upstream")
+REGISTRY_MIRROR = "registry-mirror"
+REGISTRY_CA = "registry-ca"
 
 PROVIDER = ProviderKind(
     name="kind",
@@ -18,10 +21,26 @@ PROVIDER = ProviderKind(
             IMAGE_SOURCE,
             choices=IMAGE_SOURCES,
             default="local",
-            help="--cluster kind: images built here from pinned sources (local) or the release "
-            "images the manifests name, pulled from their registries (upstream) "
-            "(default: %(default)s)",
+            help="--cluster kind: images built here from pinned sources (local) or the images "
+            "the release manifests and kubeadm name, pulled by the nodes from their registries "
+            "or from --registry-mirror (upstream) (default: %(default)s)",
+        ),
+        ProviderOption(
+            REGISTRY_MIRROR,
+            kind=TEXT,
+            help="--cluster kind --image-source upstream: pull every image through this "
+            "mirror, which keeps each under its upstream host (URL/registry.k8s.io/..., "
+            "URL/ghcr.io/..., URL/docker.io/...; `images push --cluster kind` fills one); "
+            "kind and kubectl are fetched from it, nothing is built",
+        ),
+        ProviderOption(
+            REGISTRY_CA,
+            kind=PATH,
+            help="--registry-mirror over TLS with a certificate of a private CA: that CA's "
+            "PEM file, for the harness and the nodes' containerd",
         ),
     ),
     peer="kind",
+    pushes_images=True,
+    host_binaries={"kind": NODE_TOOLS["kind"]},
 )

@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from trainjob_conformance.cluster.kind.mirror import CERTS_DIR_IN_NODE, CONTAINERD_PATCH
+
 HARNESS_LABEL = "trainjob-conformance.kubeflow.org/run"
 KUBELET_SYNC = "1s"
 # Workers join with this taint and keep it while the stack installs, so the
@@ -39,6 +41,7 @@ def cluster_config(
     restrict_oom_score_adj: bool,
     etcd_tag: str | None,
     workers: list[dict[str, str]] | None = None,
+    mirror_certs: Path | None = None,
 ) -> dict[str, Any]:
     """kind's Cluster object: one control-plane node of `node_image`, and a worker of
     `worker_image` per entry of `workers` (its node labels).
@@ -47,7 +50,9 @@ def cluster_config(
     - where the host withholds CAP_SYS_RESOURCE, runc cannot raise a sandbox's
       oom_score_adj, so the node's containerd must not ask it to (kind sets
       restrict_oom_score_adj only for rootless nodes);
-    - kubeadm is pointed at the etcd the profile builds.
+    - kubeadm is pointed at the etcd the node image holds (the profile's);
+    - with `mirror_certs` (a certs.d directory, cluster/kind/mirror.py), every
+      node's containerd reads its registry hosts from there, mounted read-only.
     Workers join with INSTALLING_TAINT. The node carries the run's id as a Kubernetes label (kind cannot label the
     container itself; the container is identified by kind's cluster label and
     the cluster's name, which holds the run id).
@@ -70,18 +75,29 @@ def cluster_config(
     if on_cgroup_v1:
         kubelet += "failCgroupV1: false\n"
     patches.append(kubelet)
+    mounts: dict[str, Any] = {}
+    if mirror_certs is not None:
+        mounts["extraMounts"] = [
+            {"hostPath": str(mirror_certs), "containerPath": CERTS_DIR_IN_NODE, "readOnly": True}
+        ]
     config: dict[str, Any] = {
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
         "networking": {"apiServerAddress": "127.0.0.1"},
         "nodes": [
-            {"role": "control-plane", "image": node_image, "labels": {HARNESS_LABEL: run_id}},
+            {
+                "role": "control-plane",
+                "image": node_image,
+                "labels": {HARNESS_LABEL: run_id},
+                **mounts,
+            },
             *(
                 {
                     "role": "worker",
                     "image": worker_image,
                     "labels": {HARNESS_LABEL: run_id, **labels},
                     "kubeadmConfigPatches": [_JOIN_TAINTED],
+                    **mounts,
                 }
                 for labels in workers or []
             ),
@@ -89,10 +105,15 @@ def cluster_config(
     }
     if patches:
         config["kubeadmConfigPatches"] = patches
+    containerd: list[str] = []
     if restrict_oom_score_adj:
-        config["containerdConfigPatches"] = [
+        containerd.append(
             '[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true\n'
-        ]
+        )
+    if mirror_certs is not None:
+        containerd.append(CONTAINERD_PATCH)
+    if containerd:
+        config["containerdConfigPatches"] = containerd
     return config
 
 

@@ -214,6 +214,17 @@ def _write(path: Path, documents: list[dict[str, Any]]) -> Path:
     return path
 
 
+def release_images(steps: list[InstallStep]) -> dict[str, str]:
+    """Component -> the image its manager Deployment runs, as the manifests name it."""
+    found: dict[str, str] = {}
+    for install in steps:
+        for document in install.documents():
+            if document.get("kind") == "Deployment":
+                containers = document["spec"]["template"]["spec"]["containers"]
+                found.setdefault(install.component, containers[0]["image"])
+    return found
+
+
 def kind_install_steps(
     profile: Profile,
     kubectl: Path,

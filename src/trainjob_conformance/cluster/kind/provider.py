@@ -29,7 +29,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, IMAGES_PULLED, ClusterHandle
+from trainjob_conformance.cluster.handle import (
+    IMAGES_MIRRORED,
+    IMAGES_PRELOADED,
+    IMAGES_PULLED,
+    ClusterHandle,
+)
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
 from trainjob_conformance.cluster.health.phases import TIMINGS_FILE
 from trainjob_conformance.cluster.health.readiness import (
@@ -38,8 +43,17 @@ from trainjob_conformance.cluster.health.readiness import (
     wait_for_admission,
 )
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
+from trainjob_conformance.cluster.hold import HOLD_IMAGE
 from trainjob_conformance.cluster.introspect import running_images
-from trainjob_conformance.cluster.kind import IMAGE_SOURCE, IMAGE_SOURCES, host_packages, reclaim
+from trainjob_conformance.cluster.kind import (
+    IMAGE_SOURCE,
+    IMAGE_SOURCES,
+    REGISTRY_CA,
+    REGISTRY_MIRROR,
+    host_packages,
+    mirror,
+    reclaim,
+)
 from trainjob_conformance.cluster.kind import config as kind_config
 from trainjob_conformance.cluster.kind import nodes as kind_nodes
 from trainjob_conformance.cluster.kind.binaries import (
@@ -48,7 +62,8 @@ from trainjob_conformance.cluster.kind.binaries import (
     node_versions,
 )
 from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
-from trainjob_conformance.cluster.kind.images import catalog, store
+from trainjob_conformance.cluster.kind.images import catalog, publish, store
+from trainjob_conformance.cluster.kind.images.node import NODE_IMAGE_LABEL
 from trainjob_conformance.cluster.kind.install_plan import (
     CONTROLLERS,
     ROLLOUT_SECONDS,
@@ -58,8 +73,19 @@ from trainjob_conformance.cluster.kind.install_plan import (
     not_established,
     split_plan,
 )
-from trainjob_conformance.cluster.kind.manifests import InstallStep, kind_install_steps
-from trainjob_conformance.cluster.provider import ClusterRequest, startup_errors
+from trainjob_conformance.cluster.kind.manifests import (
+    InstallStep,
+    kind_install_steps,
+    release_images,
+)
+from trainjob_conformance.cluster.kind.mirror import NodeMirror
+from trainjob_conformance.cluster.kind.versions import NODE_TOOLS
+from trainjob_conformance.cluster.provider import (
+    ClusterRequest,
+    PushedImage,
+    RegistryServer,
+    startup_errors,
+)
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
@@ -74,8 +100,10 @@ from trainjob_conformance.lifecycle.processes import (
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import build_component, module_source
 from trainjob_conformance.stack.profiles import COMPONENT_KEYS, Profile
+from trainjob_conformance.stack.registry.mirror_names import ImageName
 
-UPSTREAM_NODE_IMAGE = "kindest/node:{kubernetes}"
+# What a run's cluster was made of, for the MultiKueue worker that goes beside it.
+IMAGE_SOURCE_FILE = "kind-image-source.json"
 # Workers beside the control plane: enough for a label that splits the nodes and
 # a topology zone of two nodes (cluster/kind/nodes.py); each is a container on
 # the host's CPUs, so no more.
@@ -131,11 +159,16 @@ class KindStackCluster:
         bare: bool = False,
         leave_out: tuple[str, ...] = (),
         on_created: Callable[[], None] | None = None,
+        registry_mirror: NodeMirror | None = None,
     ) -> None:
         if image_source not in IMAGE_SOURCES:
             raise ConformanceError(
                 f"unknown image source {image_source!r}: choose one of {', '.join(IMAGE_SOURCES)}"
             )
+        # Every image through the mirror: the upstream names, pulled.
+        self.mirror = registry_mirror
+        if registry_mirror is not None:
+            image_source = "upstream"
         self.install_steps = install_steps
         self.profile = profile
         self.run_dir = run_dir
@@ -155,7 +188,11 @@ class KindStackCluster:
         self.record: reclaim.ClusterRecord | None = None
         self.watch: StackWatch | None = None
         self.images: dict[str, str] = {}
-        self.kube_proxy_mode = ""  # the iptables mode of kube-proxy's image (local images)
+        self.kube_proxy_mode = ""  # the iptables mode of kube-proxy's image (the harness's node)
+        # The node image is the harness's (its label says): no kindnetd, so the
+        # harness routes pod subnets (cluster/kind/nodes.py).
+        self.harness_node = image_source == "local"
+        self.served: set[str] = set()  # the images the mirror was found to serve
         self.timings: dict[str, float] = {}
         self.started = 0.0  # when `kind create` began: the origin of the timings
         self.control_plane_open = False  # its taint lifted for the controllers
@@ -270,6 +307,10 @@ class KindStackCluster:
         reclaim.reclaim_abandoned(self.run_dir.parent)
         reclaim.reclaim_builds()
         versions = dict(self.profile.versions)
+        if self.mirror is not None:
+            # Before anything is fetched or built: a mirror the nodes cannot reach.
+            self.mirror = mirror.reach_from_nodes(self.mirror)
+        self._remember_image_source()
         if self.image_source == "local":
             # Should this process die while a node image is assembled in a build
             # container, the run's watchdog removes that container (its owner
@@ -279,18 +320,20 @@ class KindStackCluster:
             )
             host_packages.ensure_build_packages()
             binaries = build_node_binaries(self.profile)
+            # Every controller of the profile, also those this cluster leaves out: the
+            # built manifests are keyed by the controllers' images, so a MultiKueue
+            # worker reuses the run's cluster's instead of building its own set
+            # beside the suite (13-17 s on the first run of a machine).
+            for key in self.profile_controllers:
+                binaries.update(build_component(key, versions[key]))
         else:
-            # The release images hold the node's runtime and Kubernetes.
-            binaries = build_kind_and_kubectl(self.profile)
-        # Every controller of the profile, also those this cluster leaves out: the
-        # built manifests are keyed by the controllers' images, so a MultiKueue
-        # worker reuses the run's cluster's instead of building its own set
-        # beside the suite (13-17 s on the first run of a machine).
-        for key in self.profile_controllers:
-            binaries.update(build_component(key, versions[key]))
+            # The node image holds the node's runtime and Kubernetes.
+            binaries = self._kind_and_kubectl()
         kind_bin, kubectl = binaries["kind"], binaries["kubectl"]
         started = time.monotonic()
         local: dict[str, str] | None = None
+        etcd_tag: str | None = None
+        certs: Path | None = None
         if self.image_source == "local":
             kind_source = module_source("kind", node_versions(self.profile)["kind"])
             built = catalog.ensure_node(versions, binaries, kind_source)
@@ -301,15 +344,14 @@ class KindStackCluster:
             node_images = (built.control_plane, built.worker)
             self.images = {"source": "local", **built.digests}
             self.kube_proxy_mode = built.kube_proxy_mode
+            etcd_tag = catalog.etcd_image_tag(versions["etcd"])
         else:
-            upstream = UPSTREAM_NODE_IMAGE.format(**versions)
-            digest = store.pulled(
-                upstream,
-                "--image-source upstream takes the release images from their registries; "
-                "where none is reachable, --image-source local builds them here",
-            )
-            node_images = (upstream, upstream)
-            self.images = {"source": "upstream", "node": upstream, "node digest": digest}
+            node, certs = self._upstream_images(kubectl)
+            node_images = (node, node)
+            facts = publish.node_image_facts(node)
+            self.harness_node = NODE_IMAGE_LABEL in facts
+            etcd_tag = facts.get(publish.ETCD_TAG_LABEL)
+            self.kube_proxy_mode = facts.get(publish.KUBE_PROXY_MODE_LABEL, "")
         self._timed("images", started)
         inotify = kind_nodes.ensure_inotify_instances() if self.workers else None
         if inotify:
@@ -324,8 +366,9 @@ class KindStackCluster:
                 self.run_dir.name,
                 on_cgroup_v1=on_v1,
                 restrict_oom_score_adj=lacks_sys_resource(),
-                etcd_tag=catalog.etcd_image_tag(versions["etcd"]) if local else None,
+                etcd_tag=etcd_tag,
                 workers=kind_nodes.worker_labels(self.workers),
+                mirror_certs=certs,
             ),
         )
         self.record = reclaim.new_record(
@@ -360,6 +403,7 @@ class KindStackCluster:
                 self._timed("install beside kind create", began)
         if self.bare:
             return
+        self._connect_mirror()
         if self.on_created is not None:
             self.on_created()
         started = time.monotonic()
@@ -412,6 +456,78 @@ class KindStackCluster:
                 f"kind create cluster failed: {lines[-1:]}; node journal:\n{self._journal_tail()}"
             )
 
+    def _remember_image_source(self) -> None:
+        """Where this cluster's images come from, for a worker started beside it."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        chosen = {"image_source": self.image_source}
+        if self.mirror is not None:
+            chosen["mirror"] = self.mirror.url
+            chosen["ca"] = str(self.mirror.ca_file or "")
+        (self.run_dir / IMAGE_SOURCE_FILE).write_text(json.dumps(chosen) + "\n")
+
+    def _kind_and_kubectl(self) -> dict[str, Path]:
+        """kind and kubectl: fetched from the mirror where it holds the profile's
+        binaries (`images push --cluster kind` puts them there), else built here."""
+        if self.mirror is not None:
+            from trainjob_conformance.stack.registry.errors import ArtifactMissing
+            from trainjob_conformance.stack.registry.fetch import fetch_profile
+
+            try:
+                fetched = fetch_profile(
+                    self.profile, self.mirror.url, extra={"kind": NODE_TOOLS["kind"]},
+                    ca_file=self.mirror.ca_file,
+                )  # fmt: skip
+            except ArtifactMissing as missing:
+                say(f"{missing}; building kind and kubectl here instead")
+            else:
+                if fetched.fetched:
+                    say(f"fetched {', '.join(fetched.fetched)} from {self.mirror.url} "
+                        f"in {fetched.seconds:.1f}s")  # fmt: skip
+        return build_kind_and_kubectl(self.profile)
+
+    def _upstream_images(self, kubectl: Path) -> tuple[str, Path | None]:
+        """The node image pulled, from the mirror where one is given, and the nodes'
+        mirror configuration; every image the cluster will pull is checked first."""
+        upstream = publish.upstream_node_image(self.profile)
+        if self.mirror is None:
+            digest = store.pulled(
+                upstream,
+                "--image-source upstream takes the release images from their registries; "
+                "where none is reachable, --image-source local builds them here, or "
+                "--registry-mirror names a mirror",
+            )
+            self.images = {"source": "upstream", "node": upstream, "node digest": digest}
+            return upstream, None
+        with step(f"building the release manifests of {', '.join(self.controllers)}"):
+            steps = self.install_steps(self.profile, kubectl, None, self.controllers)
+        wanted = sorted({upstream, HOLD_IMAGE, *release_images(steps).values()})
+        with step(f"checking that {self.mirror.url} serves the {len(wanted)} images to pull"):
+            served = mirror.mirror_digests(self.mirror, wanted, self.profile.name)
+        self.served = set(served)
+        node = ImageName.parse(upstream).in_mirror(self.mirror.address)
+        digest = store.pulled(node, f"the node image, from the mirror {self.mirror.url}")
+        certs = mirror.write_certs_dir(self.run_dir / "containerd-certs.d", wanted, self.mirror)
+        self.images = {
+            "source": f"upstream, through the mirror {self.mirror.url}",
+            "node": f"{upstream} as {node}",
+            "node digest": digest,
+            **{f"{image} (served by the mirror)": found for image, found in served.items()},
+        }
+        return node, certs
+
+    def _image_supply(self) -> str:
+        """Local images are in the nodes' containerd from the start and nothing else can
+        be pulled; through a mirror, only what it serves; else any image is pulled."""
+        if self.image_source == "local":
+            return IMAGES_PRELOADED
+        return IMAGES_MIRRORED if self.mirror is not None else IMAGES_PULLED
+
+    def _connect_mirror(self) -> None:
+        """A loopback mirror's container on the kind network, once kind has made it
+        and before any node pulls (the controllers are applied after this)."""
+        if self.mirror is not None and self.mirror.container and reclaim.network_exists():
+            mirror.connect(self.mirror)
+
     def _run_phases(self, kubectl: Path, phases: list[Phase], first: int) -> None:
         """Run install phases in order, each timed as `install N: ...`."""
         for number, phase in enumerate(phases, first):
@@ -434,6 +550,7 @@ class KindStackCluster:
             code = kind_ended()
             if code:
                 return True
+            self._connect_mirror()
             if code is None:
                 got = subprocess.run(
                     [str(kind_bin), "get", "kubeconfig", "--name", self.name],
@@ -463,7 +580,7 @@ class KindStackCluster:
         control_plane = kind_nodes.read_nodes(kube, 1, self.name, control_plane_only=True)
         # A lone control plane needs neither wiring nor opening: the image's
         # conflist serves it, and kind lifts its taint itself.
-        if self.workers and self.image_source == "local":
+        if self.workers and self.harness_node:
             kind_nodes.wire_pod_network(control_plane)
         kind_nodes.wait_service_routing(kube, control_plane[0].name)
         if self.workers:
@@ -498,8 +615,8 @@ class KindStackCluster:
         kube = self._kube()
         nodes = kind_nodes.read_nodes(kube, self.workers + 1, self.name)
         # kind's own node image runs kindnetd, which routes pod subnets itself; the
-        # local image has no kindnetd (no reachable source builds it), so the harness does.
-        if self.image_source == "local":
+        # harness's has no kindnetd (no reachable source builds it), so the harness does.
+        if self.harness_node:
             with step(f"wiring pod networking across {self.workers + 1} nodes"):
                 modes = kind_nodes.wire_pod_network(nodes)
             mismatch = kind_nodes.mode_mismatch(modes, self.kube_proxy_mode)
@@ -555,8 +672,8 @@ class KindStackCluster:
             profile=self.profile.name,
             run_dir=self.run_dir,
             images=dict(self.images),
-            # Local images reach the node by `kind load`; nothing else can be pulled.
-            image_supply=IMAGES_PRELOADED if self.image_source == "local" else IMAGES_PULLED,
+            image_supply=self._image_supply(),
+            mirrored_images=sorted(self.served),
         )
         handle.controller_pods = {
             n: (ns, sel) for n, (ns, _, sel) in CONTROLLERS.items() if n in self.controllers
@@ -564,7 +681,9 @@ class KindStackCluster:
         # With `upstream` the nodes pulled the controllers' images: their registry
         # digests, as the kubelets report them. Local images keep the IDs of the images
         # built here (their kubelets name the digest of kind's import instead).
-        for image, ran in running_images(kube, handle.controller_pods).items():
+        # kube-system's too (the control plane, etcd, CoreDNS, kube-proxy).
+        ran_here = {**handle.controller_pods, "kube-system": ("kube-system", "")}
+        for image, ran in running_images(kube, ran_here).items():
             handle.images.setdefault(image, ran)
         probes = [
             controller_pod_probe(kube, component, namespace, selector)
@@ -617,6 +736,8 @@ class KindStackCluster:
         if self.watch is not None:
             self.watch.stop()
             self.watch = None
+        if self.mirror is not None:
+            mirror.disconnect(self.mirror)
         if self.record is not None and self.record.state == "running":
             with step(f"deleting kind cluster {self.name}"):
                 reclaim.delete(self.record, self.run_dir)
@@ -642,20 +763,36 @@ MULTIKUEUE_WORKER_LEAVES_OUT = ("training-operator",)
 def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackCluster:
     """A second kind cluster beside the run's, with the same images and stack, for
     MultiKueue: its handle's kubeconfig works from the manager cluster's Pods."""
+    chosen: dict[str, str] = {}
+    with contextlib.suppress(OSError, ValueError):
+        chosen = json.loads((manager_run_dir / IMAGE_SOURCE_FILE).read_text())
     return KindStackCluster(
         profile,
         manager_run_dir / f"worker-{os.getpid()}",
+        image_source=chosen.get("image_source", "local"),
         workers=MULTIKUEUE_WORKER_NODES,
         name=f"{cluster_name(manager_run_dir)}-mk{os.getpid()}",
         for_peers=True,
         leave_out=MULTIKUEUE_WORKER_LEAVES_OUT,
+        registry_mirror=(
+            mirror.parse_mirror(chosen["mirror"], chosen.get("ca") or None)
+            if chosen.get("mirror")
+            else None
+        ),
     )
 
 
 def from_request(request: ClusterRequest) -> KindStackCluster:
     """The registry's way in (cluster/registry.py)."""
+    given = request.option(REGISTRY_MIRROR)
+    ca = request.option(REGISTRY_CA)
+    if ca and not given:
+        raise ConformanceError("--registry-ca goes with --registry-mirror: name the mirror too")
     return KindStackCluster(
-        request.profile, request.run_dir, request.option(IMAGE_SOURCE, "local") or "local"
+        request.profile,
+        request.run_dir,
+        request.option(IMAGE_SOURCE, "local") or "local",
+        registry_mirror=mirror.parse_mirror(given, ca) if given else None,
     )
 
 
@@ -688,3 +825,17 @@ def prebuild(profile: Profile) -> dict[str, Path]:
     build needs first."""
     host_packages.ensure_build_packages()
     return build_node_binaries(profile)
+
+
+def push_images(profile: Profile, registry_url: str) -> list[PushedImage]:
+    """Every image a kind cluster of `profile` runs, under its upstream name."""
+    from trainjob_conformance.stack.registry.address import parse_registry_url
+
+    return publish.push_images(profile, parse_registry_url(registry_url))
+
+
+def registry_server(storage: Path, config_dir: Path) -> RegistryServer | None:
+    """A registry container the nodes reach on the kind network (registry_container.py)."""
+    from trainjob_conformance.cluster.kind.registry_container import ContainerRegistry
+
+    return ContainerRegistry(storage, config_dir)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,18 +83,21 @@ class LocalBinary:
         }
 
 
-def profile_binaries(profile: Profile) -> dict[str, list[LocalBinary]]:
-    """Component -> its binaries, in build order: what `build` makes for the embedded cluster."""
-    found: dict[str, list[LocalBinary]] = {}
-    for key in BUILD_ORDER:
-        if not profile.has(key):
-            continue
-        version = profile.version(key)
-        found[key] = [
+def profile_binaries(
+    profile: Profile, extra: Mapping[str, str] | None = None
+) -> dict[str, list[LocalBinary]]:
+    """Component -> its binaries, in build order: what `build` makes for the embedded
+    cluster, and the `extra` components (key -> version) a provider runs on the host
+    beside them (kind's own binary)."""
+    versions = {key: profile.version(key) for key in BUILD_ORDER if profile.has(key)}
+    versions.update(extra or {})
+    return {
+        key: [
             LocalBinary(key, version, name, binary_path(key, version, name))
             for name in component(key).binaries
         ]
-    return found
+        for key, version in versions.items()
+    }
 
 
 def index_document(profile: Profile, components: dict[str, dict[str, Any]]) -> dict[str, Any]:

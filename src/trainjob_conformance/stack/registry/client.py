@@ -22,6 +22,7 @@ import hashlib
 import logging
 from collections.abc import Iterator
 from http.cookiejar import DefaultCookiePolicy
+from pathlib import Path
 from typing import Any
 
 import oras.container
@@ -39,6 +40,13 @@ TIMEOUT = (5.0, 120.0)
 CHUNK = 16 * 1024 * 1024
 OCI_MANIFEST = oras.defaults.default_manifest_media_type
 _OK = (200, 201, 202)
+# What an image's tag may name: a single-platform manifest or a list of them.
+IMAGE_MANIFESTS = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
 
 _oras_log = logging.getLogger("oras")
 _oras_log.addHandler(logging.NullHandler())
@@ -68,8 +76,12 @@ class _Session(requests.Session):
 class RegistryClient(oras.provider.Registry):
     """One registry, reached at `address`, with the Docker config's credentials for it."""
 
-    def __init__(self, address: RegistryAddress) -> None:
-        super().__init__(hostname=address.host, insecure=address.insecure, auth_backend="token")
+    def __init__(self, address: RegistryAddress, ca_file: Path | None = None) -> None:
+        # A registry whose certificate a private CA signed: that CA's file (--registry-ca).
+        super().__init__(
+            hostname=address.host, insecure=address.insecure, auth_backend="token",
+            tls_verify=str(ca_file) if ca_file is not None else True,
+        )  # fmt: skip
         self.address = address
         self.session = _Session(address)
         self.auth.session = self.session
@@ -194,6 +206,18 @@ class RegistryClient(oras.provider.Registry):
         )
         self._check_200_response(response)
         return response.content
+
+    def image_digest(self, container: oras.container.Container) -> str | None:
+        """The digest an image's tag resolves to (HEAD of its manifest, any image media
+        type), as a node's containerd would pull it; None where the registry lacks it."""
+        response = self.do_request(
+            f"{self.prefix}://{container.manifest_url()}", "HEAD",
+            headers={"Accept": ", ".join(IMAGE_MANIFESTS)},
+        )  # fmt: skip
+        if response.status_code == 404:
+            return None
+        self._check_200_response(response)
+        return response.headers.get("Docker-Content-Digest") or None
 
     def blob_chunks(self, container: oras.container.Container, digest: str) -> Iterator[bytes]:
         """A blob's bytes as they arrive (a binary is up to ~100 MB: never whole in memory)."""

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,16 +233,23 @@ def _fetch_component(
     return fetched, files
 
 
-def fetch_profile(profile: Profile, registry_url: str, records: Path | None = None) -> FetchResult:
-    """Fetch into the build cache every binary of `profile` it lacks, each one checked."""
+def fetch_profile(
+    profile: Profile,
+    registry_url: str,
+    records: Path | None = None,
+    extra: Mapping[str, str] | None = None,
+    ca_file: Path | None = None,
+) -> FetchResult:
+    """Fetch into the build cache every binary of `profile` (and of the `extra`
+    components) it lacks, each one checked."""
     address = parse_registry_url(registry_url)
-    binaries = profile_binaries(profile)
+    binaries = profile_binaries(profile, extra)
     result = FetchResult()
     started = time.monotonic()
     if all(binary.path.is_file() for found in binaries.values() for binary in found):
         result.present = list(binaries)
         return result
-    client = RegistryClient(address)
+    client = RegistryClient(address, ca_file)
     with translated(address, profile.name):
         client.ping()
     record = _recorded(client, profile, records)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,10 @@ from trainjob_conformance.stack.registry.errors import translated
 from trainjob_conformance.stack.registry.records import PushRecord, record_path, write_record
 
 
-def _require_built(profile: Profile) -> dict[str, list[LocalBinary]]:
-    binaries = profile_binaries(profile)
+def _require_built(
+    profile: Profile, extra: Mapping[str, str] | None
+) -> dict[str, list[LocalBinary]]:
+    binaries = profile_binaries(profile, extra)
     for found in binaries.values():
         for binary in found:
             if not binary.path.is_file():
@@ -82,10 +85,24 @@ def _push_artifact(
     return digest
 
 
-def push_profile(profile: Profile, registry_url: str, records: Path | None = None) -> PushRecord:
-    """Push every binary of `profile` and its index; record the index digest, time and bytes."""
+def check_reachable(registry_url: str, profile: Profile) -> RegistryAddress:
+    """The registry answers and lets the Docker config's credentials in (one line if not)."""
+    address = parse_registry_url(registry_url)
+    with translated(address, profile.name):
+        RegistryClient(address).ping()
+    return address
+
+
+def push_profile(
+    profile: Profile,
+    registry_url: str,
+    records: Path | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> PushRecord:
+    """Push every binary of `profile` (and of the `extra` components) and its index;
+    record the index digest, time and bytes."""
     address: RegistryAddress = parse_registry_url(registry_url)
-    binaries = _require_built(profile)
+    binaries = _require_built(profile, extra)
     client = RegistryClient(address)
     with translated(address, profile.name):
         client.ping()
