@@ -425,3 +425,25 @@ def test_a_mirror_that_lacks_an_image_is_named_with_the_image_before_any_node_st
         f"(looked for {registry.host}/docker.io/kindest/node:v1.36.3)"
     )
     assert "\n" not in str(raised.value)
+
+
+def test_a_mirror_serving_another_digest_than_pushed_is_refused(dirs, registry, tmp_path):
+    from trainjob_conformance.cluster.kind.mirror import mirror_digests, parse_mirror
+    from trainjob_conformance.stack.registry.client import RegistryClient
+    from trainjob_conformance.stack.registry.records import image_record_path, write_image_record
+
+    served = "registry.k8s.io/pause:3.10"
+    layer = tmp_path / "layer"
+    layer.write_bytes(b"a manifest under the image's name")
+    address = parse_registry_url(registry.url)
+    client = RegistryClient(address)
+    client.push(
+        client.container("registry.k8s.io/pause", "3.10"),
+        files=[f"{layer}:application/octet-stream"], disable_path_validation=True, quiet=True,
+    )  # fmt: skip
+    pushed_as = "sha256:" + "1" * 64
+    write_image_record(image_record_path(address, "latest"), {served: pushed_as})
+    with pytest.raises(ConformanceError) as raised:
+        mirror_digests(parse_mirror(registry.url, None), [served], "latest")
+    assert "serves registry.k8s.io/pause:3.10 as sha256:" in str(raised.value)
+    assert f"but it was pushed as {pushed_as}" in str(raised.value)

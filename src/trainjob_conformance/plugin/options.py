@@ -13,6 +13,7 @@ import pytest
 from trainjob_conformance.cluster.provider import CHOICE, TEXT, ClusterRequest
 from trainjob_conformance.cluster.registry import (
     PROVIDERS,
+    make_provider,
     provider_kind,
     provider_kinds,
     provider_options,
@@ -192,13 +193,17 @@ def read_settings(config: pytest.Config) -> Settings:
             f"--trainjob-timeline {timeline} is in the report directory, where every .json file "
             "is read as a result file; write it elsewhere"
         )
+    request = ClusterRequest(
+        provider=config.getoption(flag(CLUSTER)),
+        profile=profile,
+        run_dir=Path(run_dir).resolve() if run_dir else _default_run_dir(config.rootpath),
+        options=_provider_options(config),
+    )
+    # The provider reads its options now (a bad mirror URL, a CA file that is none):
+    # one usage line before anything starts, not an error per test later.
+    make_provider(request)
     return Settings(
-        request=ClusterRequest(
-            provider=config.getoption(flag(CLUSTER)),
-            profile=profile,
-            run_dir=Path(run_dir).resolve() if run_dir else _default_run_dir(config.rootpath),
-            options=_provider_options(config),
-        ),
+        request=request,
         keep_cluster=bool(config.getoption(flag(KEEP_CLUSTER))),
         catalog=Path(config.getoption(flag(CATALOG)) or suite().catalog),
         templates=Path(config.getoption(flag(TEMPLATES)) or suite().templates),

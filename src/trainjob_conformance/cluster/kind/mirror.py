@@ -181,10 +181,14 @@ def mirror_digests(mirror: NodeMirror, images: list[str], profile: str) -> dict[
     line naming the image and the mirror, before any node starts."""
     from trainjob_conformance.stack.registry.client import RegistryClient
     from trainjob_conformance.stack.registry.errors import translated
+    from trainjob_conformance.stack.registry.records import image_record_path, read_image_record
 
     client = RegistryClient(mirror.address, mirror.ca_file)
     with translated(mirror.address, profile):
         client.ping()
+    # Pushed from this machine: each image must still be what was pushed.
+    record = image_record_path(mirror.address, profile)
+    pushed = read_image_record(record)
     found: dict[str, str] = {}
     for image in images:
         name = ImageName.parse(image)
@@ -196,6 +200,12 @@ def mirror_digests(mirror: NodeMirror, images: list[str], profile: str) -> dict[
                 f"the mirror {mirror.url} has no {name.upstream} (looked for {in_mirror}): "
                 f"push the profile's images with `trainjob-conformance images push --registry "
                 f"{mirror.url} --profile {profile} --cluster kind`, or mirror it from its registry"
+            )
+        if pushed.get(image) and pushed[image] != digest:
+            raise ConformanceError(
+                f"the mirror {mirror.url} serves {name.upstream} as {digest}, but it was pushed "
+                f"as {pushed[image]} (recorded in {record}): its content changed since the push; "
+                "push it again, or find out what rewrote it"
             )
         found[image] = digest
     return found

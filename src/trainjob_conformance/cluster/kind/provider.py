@@ -467,17 +467,26 @@ class KindStackCluster:
 
     def _kind_and_kubectl(self) -> dict[str, Path]:
         """kind and kubectl: fetched from the mirror where it holds the profile's
-        binaries (`images push --cluster kind` puts them there), else built here."""
+        binaries (`images push --cluster kind` puts them there), else built here.
+
+        Built only where this machine never saw that mirror hold them (a mirror of
+        the public registries has no binaries of the harness): once a push or a
+        fetch is recorded, an artifact gone from it is an error, not a reason to
+        build."""
         if self.mirror is not None:
             from trainjob_conformance.stack.registry.errors import ArtifactMissing
             from trainjob_conformance.stack.registry.fetch import fetch_profile
+            from trainjob_conformance.stack.registry.records import read_record, record_path
 
+            seen = read_record(record_path(self.mirror.address, self.profile.name))
             try:
                 fetched = fetch_profile(
                     self.profile, self.mirror.url, extra={"kind": NODE_TOOLS["kind"]},
                     ca_file=self.mirror.ca_file,
                 )  # fmt: skip
             except ArtifactMissing as missing:
+                if seen is not None:
+                    raise
                 say(f"{missing}; building kind and kubectl here instead")
             else:
                 if fetched.fetched:

@@ -66,3 +66,22 @@ def read_record(path: Path) -> PushRecord | None:
             f"the push record {path} cannot be read ({error.__class__.__name__}): "
             "remove it and push again"
         ) from None
+
+
+def image_record_path(address: RegistryAddress, profile: str, root: Path | None = None) -> Path:
+    """Where the digests of the images pushed for `profile` (`images push --cluster`) are."""
+    return record_path(address, profile, root).with_suffix(".images.json")
+
+
+def write_image_record(path: Path, digests: dict[str, str]) -> None:
+    """Upstream image name -> the digest the registry took it under, as pushed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+
+
+def read_image_record(path: Path) -> dict[str, str]:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}

@@ -38,6 +38,7 @@ from trainjob_conformance.stack.gobuild import build_component, module_source
 from trainjob_conformance.stack.profiles import Profile
 from trainjob_conformance.stack.registry.address import RegistryAddress
 from trainjob_conformance.stack.registry.mirror_names import ImageName
+from trainjob_conformance.stack.registry.records import image_record_path, write_image_record
 
 UPSTREAM_NODE_IMAGE = "kindest/node:{kubernetes}"
 # What a pulled node image tells the provider (provider.py reads them back).
@@ -116,6 +117,10 @@ def push_images(profile: Profile, registry: RegistryAddress) -> list[PushedImage
             pushed.append(push_image(local, upstream, registry))
         say(f"pushed {pushed[-1].reference} ({pushed[-1].size / 1e6:.1f} MB) "
             f"in {time.monotonic() - began:.1f}s")  # fmt: skip
+    # What a run through this registry holds the mirror to (mirror.mirror_digests).
+    write_image_record(
+        image_record_path(registry, profile.name), {i.upstream: i.digest for i in pushed}
+    )
     return pushed
 
 
