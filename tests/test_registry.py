@@ -353,15 +353,15 @@ def test_a_runner_that_never_pushed_trusts_the_tag_once_and_holds_the_registry_t
         fetch_profile(PROFILE, registry.url, records=runner_records)
 
 
-def _serve(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+def _serve(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
     """`images serve` as ./scripts/test starts it, once its URL file is written."""
     url_file = tmp_path / "url"
     serve = subprocess.Popen(
         [sys.executable, "-m", "trainjob_conformance.cli", "images", "serve",
-         "--storage", str(tmp_path / "storage"), "--url-file", str(url_file)],
+         "--storage", str(tmp_path / "storage"), "--url-file", str(url_file), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while not url_file.is_file() and serve.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     return serve, url_file
@@ -398,6 +398,41 @@ def test_the_registry_goes_with_a_sigkilled_images_serve(tmp_path, program):
     serve.wait(timeout=10)
     _, alive = psutil.wait_procs(children, timeout=15)
     assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+def _registry_containers(serve_pid: int) -> list[str]:
+    listed = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"name=^tjc-registry-{serve_pid}$"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return listed.stdout.split()
+
+
+def test_the_kind_registry_container_answers_on_loopback_and_goes_with_a_sigkilled_serve(
+    tmp_path, program
+):
+    """`images serve --cluster kind`: a container published on 127.0.0.1 only, removed
+    by the run's watchdog when the command is SIGKILLed."""
+    from trainjob_conformance.cluster.kind.docker import daemon_answers
+
+    if not daemon_answers():
+        pytest.skip("no Docker daemon answers (the kind step of ./scripts/test starts one)")
+    serve, url_file = _serve(tmp_path, "--cluster", "kind")
+    try:
+        assert url_file.is_file(), serve.communicate(timeout=10)[0]
+        url = url_file.read_text()
+        assert url.startswith("http://127.0.0.1:")
+        with requests.Session() as session:
+            session.trust_env = False
+            assert session.get(f"{url}/v2/", timeout=5).status_code == 200
+        assert _registry_containers(serve.pid), "the registry runs as a container"
+    finally:
+        serve.send_signal(signal.SIGKILL)
+        serve.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while _registry_containers(serve.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _registry_containers(serve.pid) == []
 
 
 def test_a_mirror_that_lacks_an_image_is_named_with_the_image_before_any_node_starts(
@@ -447,3 +482,14 @@ def test_a_mirror_serving_another_digest_than_pushed_is_refused(dirs, registry, 
         mirror_digests(parse_mirror(registry.url, None), [served], "latest")
     assert "serves registry.k8s.io/pause:3.10 as sha256:" in str(raised.value)
     assert f"but it was pushed as {pushed_as}" in str(raised.value)
+
+
+def test_a_mirror_asking_for_credentials_says_where_they_are_read_from(dirs, locked_registry):
+    from trainjob_conformance.cluster.kind.mirror import mirror_digests, parse_mirror
+
+    with pytest.raises(ConformanceError) as raised:
+        mirror_digests(parse_mirror(locked_registry.url, None), ["kindest/node:v1"], "latest")
+    assert str(raised.value).startswith(
+        f"the registry at {locked_registry.url} asks for credentials (HTTP 401)"
+    )
+    assert "docker login" in str(raised.value) and PASSWORD not in str(raised.value)

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 import requests
 import yaml
@@ -41,6 +40,7 @@ from trainjob_conformance.lifecycle.processes import (
 )
 from trainjob_conformance.ports import LOOPBACK, free_port
 from trainjob_conformance.stack.registry.binary import DEBIAN_PACKAGE, registry_program
+from trainjob_conformance.stack.registry.server import StoppedOnExit, registry_config
 
 OWNER_LABEL = "trainjob-conformance.kubeflow.org/registry-owner"
 PORT_INSIDE = 5000
@@ -100,7 +100,7 @@ def remove_owned(owner: str) -> None:
         subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
 
 
-class ContainerRegistry:
+class ContainerRegistry(StoppedOnExit):
     """A registry container serving `storage`, published on 127.0.0.1 only."""
 
     def __init__(self, storage: Path, config_dir: Path) -> None:
@@ -117,31 +117,10 @@ class ContainerRegistry:
     def url(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
 
-    def __enter__(self) -> ContainerRegistry:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def _write_config(self) -> None:
-        config = {
-            "version": "0.1",
-            "log": {"level": "info", "formatter": "text"},
-            "storage": {
-                "filesystem": {"rootdirectory": _STORAGE_INSIDE},
-                "delete": {"enabled": True},
-                "maintenance": {"uploadpurging": {"enabled": False}},
-            },
-            # Inside the container's own network namespace; the host sees it on
-            # 127.0.0.1 only (the publication below), the kind nodes by name.
-            "http": {"addr": f":{PORT_INSIDE}", "secret": secrets.token_hex(16)},
-            "health": {"storagedriver": {"enabled": False}},
-        }
+        # Inside the container's own network namespace; the host sees it on
+        # 127.0.0.1 only (the publication in `start`), the kind nodes by name.
+        config = registry_config(_STORAGE_INSIDE, f":{PORT_INSIDE}")
         self.config_file.write_text(yaml.safe_dump(config, sort_keys=False))
 
     def _answers(self) -> bool | NotYet:
@@ -158,7 +137,7 @@ class ContainerRegistry:
             return NotYet(error.__class__.__name__)
         return status == 200
 
-    def start(self) -> ContainerRegistry:
+    def start(self) -> Self:
         self.storage.mkdir(parents=True, exist_ok=True)
         self.config_dir.mkdir(parents=True, exist_ok=True)
         register_cleanup(self.stop)

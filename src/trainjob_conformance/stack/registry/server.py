@@ -23,6 +23,7 @@ import os
 import secrets
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import requests
 import yaml
@@ -47,7 +48,49 @@ def _htpasswd_line(user: str, password: str) -> str:
     return f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=5)).decode()}\n"
 
 
-class LocalRegistry:
+def registry_config(root: str, addr: str) -> dict[str, object]:
+    """distribution's configuration: files under `root`, HTTP on `addr`, and no other
+    listener (no debug or metrics server)."""
+    return {
+        "version": "0.1",
+        "log": {"level": "info", "formatter": "text", "fields": {"service": "registry"}},
+        "storage": {
+            "filesystem": {"rootdirectory": root},
+            "delete": {"enabled": True},
+            # Its storage lives as long as the caller's directory; nothing to purge.
+            "maintenance": {"uploadpurging": {"enabled": False}},
+        },
+        "http": {
+            "addr": addr,
+            "secret": secrets.token_hex(16),
+            "headers": {"X-Content-Type-Options": ["nosniff"]},
+        },
+        "health": {"storagedriver": {"enabled": False}},
+    }
+
+
+class StoppedOnExit:
+    """A server used as a context manager: started on entry, stopped on exit."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class LocalRegistry(StoppedOnExit):
     """A registry serving `storage` on 127.0.0.1; a context manager that stops it."""
 
     def __init__(
@@ -82,34 +125,8 @@ class LocalRegistry:
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
-    def __enter__(self) -> LocalRegistry:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def _write_config(self) -> None:
-        config: dict[str, object] = {
-            "version": "0.1",
-            "log": {"level": "info", "formatter": "text", "fields": {"service": "registry"}},
-            "storage": {
-                "filesystem": {"rootdirectory": str(self.storage.resolve())},
-                "delete": {"enabled": True},
-                # Its storage lives as long as the caller's directory; nothing to purge.
-                "maintenance": {"uploadpurging": {"enabled": False}},
-            },
-            "http": {
-                "addr": self.host,
-                "secret": secrets.token_hex(16),
-                "headers": {"X-Content-Type-Options": ["nosniff"]},
-            },
-            "health": {"storagedriver": {"enabled": False}},
-        }
+        config = registry_config(str(self.storage.resolve()), self.host)
         if self.credentials:
             htpasswd = self.config_dir / "registry.htpasswd"
             htpasswd.write_text(_htpasswd_line(*self.credentials))
@@ -141,7 +158,7 @@ class LocalRegistry:
         # 401: it answers, and asks for the credentials it was told to.
         return status == 200 or (status == 401 and self.credentials is not None)
 
-    def start(self) -> LocalRegistry:
+    def start(self) -> Self:
         program = self._program or registry_program()
         self.storage.mkdir(parents=True, exist_ok=True)
         self.config_dir.mkdir(parents=True, exist_ok=True)
