@@ -367,17 +367,22 @@ def _serve(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
     return serve, url_file
 
 
+def _answers_on_loopback(serve: subprocess.Popen[str], url_file: Path) -> None:
+    """The URL file names 127.0.0.1, and the registry there answers GET /v2/."""
+    assert url_file.is_file(), serve.communicate(timeout=10)[0]
+    url = url_file.read_text()
+    assert url.startswith("http://127.0.0.1:")
+    with requests.Session() as session:
+        session.trust_env = False
+        assert session.get(f"{url}/v2/", timeout=5).status_code == 200
+
+
 def test_images_serve_answers_on_loopback_until_sigterm_and_leaves_nothing(tmp_path, program):
     """`images serve`, as ./scripts/test runs it: the URL file appears once the
     registry answers, and a SIGTERM stops the command and its registry."""
     serve, url_file = _serve(tmp_path)
     try:
-        assert url_file.is_file(), serve.communicate(timeout=10)[0]
-        url = url_file.read_text()
-        assert url.startswith("http://127.0.0.1:")
-        with requests.Session() as session:
-            session.trust_env = False
-            assert session.get(f"{url}/v2/", timeout=5).status_code == 200
+        _answers_on_loopback(serve, url_file)
         children = psutil.Process(serve.pid).children(recursive=True)
         assert children, "the registry runs as the command's child"
     finally:
@@ -419,12 +424,7 @@ def test_the_kind_registry_container_answers_on_loopback_and_goes_with_a_sigkill
         pytest.skip("no Docker daemon answers (the kind step of ./scripts/test starts one)")
     serve, url_file = _serve(tmp_path, "--cluster", "kind")
     try:
-        assert url_file.is_file(), serve.communicate(timeout=10)[0]
-        url = url_file.read_text()
-        assert url.startswith("http://127.0.0.1:")
-        with requests.Session() as session:
-            session.trust_env = False
-            assert session.get(f"{url}/v2/", timeout=5).status_code == 200
+        _answers_on_loopback(serve, url_file)
         assert _registry_containers(serve.pid), "the registry runs as a container"
     finally:
         serve.send_signal(signal.SIGKILL)
