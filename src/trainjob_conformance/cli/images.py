@@ -29,7 +29,6 @@ from trainjob_conformance.report.files import write_whole
 from trainjob_conformance.stack.profiles import Profile, load_profile
 
 if TYPE_CHECKING:  # the registry client (oras, jsonschema) loads only for these commands
-    from trainjob_conformance.cluster.provider import PushedImage
     from trainjob_conformance.stack.registry.fetch import FetchResult
 
 _REGISTRY_HELP = (
@@ -105,7 +104,6 @@ def run_push(args: argparse.Namespace) -> int:
     args.profile = profile_arg(args)
     profile = load_profile(args.profile)
     extra = provider_kind(args.cluster).host_binaries if args.cluster else {}
-    pushed: list[PushedImage] = []
     if args.cluster:
         # The images first: building them (where missing) builds the host binaries too.
         check_reachable(args.registry, profile)

@@ -59,10 +59,9 @@ from trainjob_conformance.cluster.kind import nodes as kind_nodes
 from trainjob_conformance.cluster.kind.binaries import (
     build_kind_and_kubectl,
     build_node_binaries,
-    node_versions,
 )
 from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
-from trainjob_conformance.cluster.kind.images import catalog, publish, store
+from trainjob_conformance.cluster.kind.images import catalog, local_build, publish, store
 from trainjob_conformance.cluster.kind.images.node import NODE_IMAGE_LABEL
 from trainjob_conformance.cluster.kind.install_plan import (
     CONTROLLERS,
@@ -98,7 +97,6 @@ from trainjob_conformance.lifecycle.processes import (
     unregister_cleanup,
 )
 from trainjob_conformance.progress import say, step
-from trainjob_conformance.stack.gobuild import build_component, module_source
 from trainjob_conformance.stack.profiles import COMPONENT_KEYS, Profile
 from trainjob_conformance.stack.registry.mirror_names import ImageName
 
@@ -201,7 +199,7 @@ class KindStackCluster:
     @property
     def profile_controllers(self) -> list[str]:
         """The stack's controllers, and the training-operator where the profile pins it."""
-        return [c for c in CONTROLLERS if c in self.profile.versions]
+        return local_build.controller_keys(self.profile)
 
     @property
     def controllers(self) -> list[str]:
@@ -318,14 +316,10 @@ class KindStackCluster:
             owner.ledger.record_command(
                 [sys.executable, "-m", "trainjob_conformance.cluster.kind.reclaim", "--builds"]
             )
-            host_packages.ensure_build_packages()
-            binaries = build_node_binaries(self.profile)
-            # Every controller of the profile, also those this cluster leaves out: the
-            # built manifests are keyed by the controllers' images, so a MultiKueue
-            # worker reuses the run's cluster's instead of building its own set
-            # beside the suite (13-17 s on the first run of a machine).
-            for key in self.profile_controllers:
-                binaries.update(build_component(key, versions[key]))
+            # Every controller of the profile, also those this cluster leaves out
+            # (local_build.py says why): 13-17 s less beside the suite on a
+            # MultiKueue worker's first run of a machine.
+            binaries = local_build.build_binaries(self.profile)
         else:
             # The node image holds the node's runtime and Kubernetes.
             binaries = self._kind_and_kubectl()
@@ -335,9 +329,7 @@ class KindStackCluster:
         etcd_tag: str | None = None
         certs: Path | None = None
         if self.image_source == "local":
-            kind_source = module_source("kind", node_versions(self.profile)["kind"])
-            built = catalog.ensure_node(versions, binaries, kind_source)
-            local = catalog.ensure_controller_images(versions, binaries)
+            built, local = local_build.build_images(self.profile, binaries)
             # The controllers' and the test image are in the nodes' containerd from
             # the start: no `kind load` after `kind create`.
             catalog.ensure_role_images(built, list(local.values()), with_workers=self.workers > 0)

@@ -26,15 +26,11 @@ import re
 import time
 
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
-from trainjob_conformance.cluster.kind import host_packages
-from trainjob_conformance.cluster.kind.binaries import build_node_binaries, node_versions
-from trainjob_conformance.cluster.kind.images import catalog, store
+from trainjob_conformance.cluster.kind.images import catalog, local_build, store
 from trainjob_conformance.cluster.kind.images.node import NODE_IMAGE_LABEL
-from trainjob_conformance.cluster.kind.install_plan import CONTROLLERS
 from trainjob_conformance.cluster.kind.manifests import kind_install_steps, release_images
 from trainjob_conformance.cluster.provider import PushedImage
 from trainjob_conformance.progress import say, step
-from trainjob_conformance.stack.gobuild import build_component, module_source
 from trainjob_conformance.stack.profiles import Profile
 from trainjob_conformance.stack.registry.address import RegistryAddress
 from trainjob_conformance.stack.registry.mirror_names import ImageName
@@ -51,24 +47,17 @@ def upstream_node_image(profile: Profile) -> str:
     return UPSTREAM_NODE_IMAGE.format(kubernetes=profile.version("kubernetes"))
 
 
-def controller_keys(profile: Profile) -> list[str]:
-    return [key for key in CONTROLLERS if key in profile.versions]
-
-
 def local_images(profile: Profile) -> dict[str, str]:
     """Upstream name -> the image built here that stands for it, each built where missing."""
-    host_packages.ensure_build_packages()
-    binaries = build_node_binaries(profile)
-    versions = dict(profile.versions)
-    for key in controller_keys(profile):
-        binaries.update(build_component(key, versions[key]))
-    kind_source = module_source("kind", node_versions(profile)["kind"])
-    built = catalog.ensure_node(versions, binaries, kind_source)
-    controllers = catalog.ensure_controller_images(versions, binaries)
+    binaries = local_build.build_binaries(profile)
+    built, controllers = local_build.build_images(profile, binaries)
     catalog.ensure_hold_image()
+    versions = profile.versions
     with step("reading the controllers' image names from their release manifests"):
         upstream = release_images(
-            kind_install_steps(profile, binaries["kubectl"], None, controller_keys(profile))
+            kind_install_steps(
+                profile, binaries["kubectl"], None, local_build.controller_keys(profile)
+            )
         )
     labels = {ETCD_TAG_LABEL: catalog.etcd_image_tag(versions["etcd"]),
               KUBE_PROXY_MODE_LABEL: built.kube_proxy_mode}  # fmt: skip
