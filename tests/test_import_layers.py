@@ -29,6 +29,7 @@ LAYERS = [
     ("policies",),
     ("report",),
     ("bench", "fanout", "prove"),
+    ("upgrade",),
     ("plugin",),
     ("cli",),
 ]

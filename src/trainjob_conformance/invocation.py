@@ -30,6 +30,7 @@ TIMELINE = "timeline"
 KEEP_CLUSTER = "keep-cluster"
 CATALOG = "catalog"
 TEMPLATES = "templates"
+UPGRADE_RECORD = "upgrade-record"
 
 
 def flag(name: str) -> str:
@@ -63,6 +64,8 @@ class PytestInvocation:
     record: bool = False
     timeline: Path | None = None
     quiet: bool = False
+    # `upgrade`'s record of the objects in flight: the UP policies judge them.
+    upgrade_record: Path | None = None
     extra: tuple[str, ...] = ()  # the user's own pytest arguments, last, so they win
 
     def argv(self) -> list[str]:
@@ -96,6 +99,8 @@ class PytestInvocation:
             command.append(flag(RECORD))
         if self.timeline is not None:
             command.append(_valued(TIMELINE, self.timeline))
+        if self.upgrade_record is not None:
+            command.append(_valued(UPGRADE_RECORD, self.upgrade_record))
         if self.report is not None:
             command.append(_valued(REPORT, self.report))
             if self.junit:

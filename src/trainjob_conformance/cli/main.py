@@ -23,12 +23,26 @@ from trainjob_conformance.cli import (
     reports,
     repro,
     run,
+    upgrade,
 )
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import raise_interrupt_on_termination
 
 # In the order `--help` lists them.
-COMMANDS = (build, images, cluster, render, run, matrix, prove, outdated, reports, repro, bench)
+COMMANDS = (
+    build,
+    images,
+    cluster,
+    render,
+    run,
+    matrix,
+    prove,
+    upgrade,
+    outdated,
+    reports,
+    repro,
+    bench,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -81,6 +81,31 @@ class ClusterProvider(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ComponentUpgrade:
+    """One component of a running cluster moved to another release, in place, and
+    how long each phase took (seconds)."""
+
+    component: str
+    from_version: str
+    to_version: str
+    crds_seconds: float  # the new release's CRDs stored and Established, in discovery
+    manager_seconds: float  # the old manager stopped, the new one ready
+    webhooks_seconds: float  # the new webhook configurations stored, every probe answered
+    notes: tuple[str, ...] = ()  # what the provider did beyond the plain steps
+
+
+class UpgradesInPlace(Protocol):
+    """A cluster whose components the harness can upgrade one at a time while it runs
+    (`upgrade`; where `ProviderKind.upgrades`)."""
+
+    def upgrade_component(self, component: str, version: str) -> ComponentUpgrade:
+        """CRDs first, then the manager, then its webhooks; returns once every
+        admission probe of the stack is answered again (the new serving CA included).
+        The cluster's state (versions, processes) then names the new release."""
+        ...
+
+
 class ProviderModule(Protocol):
     """What the module a `ProviderKind` names offers, beside its clusters."""
 
@@ -159,6 +184,8 @@ class ProviderKind:
     # What it runs on the host beyond the profile's binaries (component -> version),
     # pushed to a registry and fetched back with them.
     host_binaries: Mapping[str, str] = field(default_factory=dict)
+    # Its clusters implement UpgradesInPlace (`upgrade --cluster`).
+    upgrades: bool = False
 
 
 @dataclass

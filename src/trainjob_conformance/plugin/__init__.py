@@ -36,6 +36,7 @@ MARKERS = (
     "kueue: the test's namespace is managed by Kueue",
     "known_gap: the catalog names a known upstream gap of the test's policy (set at collection)",
     "harness: a test of the harness itself (./scripts/test), not a policy",
+    "upgrade: judges what `trainjob-conformance upgrade` keeps in flight (the UP family)",
 )
 
 

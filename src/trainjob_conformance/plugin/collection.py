@@ -15,6 +15,7 @@ from trainjob_conformance.plugin.verdict_report import mark_policy
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _keep_upgrade_policies_for_upgrades(config, items)
     policy_items = [item for item in items if item.get_closest_marker("policy")]
     wanted = config.stash[stash.SETTINGS].policies
     if wanted:
@@ -51,3 +52,28 @@ def _select_policies(
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
+
+
+def _keep_upgrade_policies_for_upgrades(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The UP family judges objects an upgrade keeps in flight: collected only with its
+    record, and then alone (the rest of the catalog runs in a child of its own)."""
+    settings = config.stash[stash.SETTINGS]
+    catalog = stash.catalog(config)
+
+    def upgrade_only(item: pytest.Item) -> bool:
+        policy = catalog.get(stash.policy_id(item) or "")
+        return policy is not None and policy.upgrade_only
+
+    if settings.upgrade_record is None:
+        named = [p for p in settings.policies if p in catalog and catalog[p].upgrade_only]
+        if named:
+            raise pytest.UsageError(
+                f"--trainjob-policy {', '.join(named)}: judged only during an upgrade; run "
+                "`trainjob-conformance upgrade --from PROFILE --to PROFILE`"
+            )
+        dropped = [item for item in items if upgrade_only(item)]
+    else:
+        dropped = [item for item in items if not upgrade_only(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]

@@ -27,6 +27,7 @@ from trainjob_conformance.policies.catalog import Outcome
 from trainjob_conformance.policies.view import TrainJobView
 from trainjob_conformance.render.overrides import detect_shape
 from trainjob_conformance.render.templates import TemplateSet
+from trainjob_conformance.upgrade.record import UpgradeRecord
 
 
 @pytest.fixture(scope="session")
@@ -122,7 +123,11 @@ def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
         pytest.skip(
             f"{policy_id} is about {policy.component_name}, which this cluster does not run"
         )
-    context = PolicyContext(policy, cluster.versions[policy.component])
+    upgrade = request.config.stash[stash.SETTINGS].upgrade_record
+    upgraded_from = (
+        UpgradeRecord.read(upgrade).source_versions.get(policy.component) if upgrade else None
+    )
+    context = PolicyContext(policy, cluster.versions[policy.component], upgraded_from)
     request.node.stash[stash.CONTEXT] = context
     return context
 
@@ -227,3 +232,28 @@ def training_runtime(
         return name
 
     return make
+
+
+@pytest.fixture
+def upgrade_record(request: pytest.FixtureRequest) -> UpgradeRecord:
+    """What `upgrade` keeps in flight, and the step the stack is at (the UP family).
+
+    Collection keeps the UP tests only where the record is given, so a test that
+    asks for it always gets one.
+    """
+    path = request.config.stash[stash.SETTINGS].upgrade_record
+    if path is None:
+        raise pytest.UsageError(f"{request.node.nodeid} needs --trainjob-upgrade-record")
+    return UpgradeRecord.read(path)
+
+
+@pytest.fixture
+def upgrade_view(
+    trainjob_cluster: ClusterHandle, trainjob_templates: TemplateSet
+) -> Callable[[str], TrainJobView]:
+    """A view of one of the upgrade's namespaces, which the upgrade, not the test, owns."""
+
+    def view(namespace: str) -> TrainJobView:
+        return TrainJobView(trainjob_cluster, namespace, trainjob_templates)
+
+    return view

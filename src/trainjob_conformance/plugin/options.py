@@ -32,6 +32,7 @@ from trainjob_conformance.invocation import (
     RUN_DIR,
     TEMPLATES,
     TIMELINE,
+    UPGRADE_RECORD,
     flag,
 )
 from trainjob_conformance.paths import suite
@@ -128,6 +129,13 @@ def add_options(parser: pytest.Parser) -> None:
         "the diagnostics; FAIL and known-gap results always keep theirs",
     )
     group.addoption(
+        flag(UPGRADE_RECORD),
+        type=Path,
+        default=None,
+        help="the record `trainjob-conformance upgrade` writes of the objects in flight: "
+        "the upgrade's policies (UP-*) judge them; without it they are not collected",
+    )
+    group.addoption(
         flag(RUN_DIR),
         type=Path,
         default=None,
@@ -154,6 +162,7 @@ class Settings:
     namespace_labels: tuple[tuple[str, str], ...] = ()
     policies: tuple[str, ...] = ()  # only these policies' tests run (empty: all)
     record: bool = False
+    upgrade_record: Path | None = None  # where an upgrade's objects in flight are recorded
 
     @property
     def profile(self) -> str:
@@ -213,6 +222,7 @@ def read_settings(config: pytest.Config) -> Settings:
         namespace_labels=_labels(config.getoption(flag(NAMESPACE_LABEL)) or ()),
         policies=tuple(config.getoption(flag(POLICY)) or ()),
         record=bool(config.getoption(flag(RECORD))),
+        upgrade_record=_resolved(config.getoption(flag(UPGRADE_RECORD))),
     )
 
 

@@ -36,10 +36,14 @@ GAP_CLOSED_MARKER = "GAP CLOSED"
 class PolicyContext:
     """The policy a test proves, and what the catalog expects of this Trainer."""
 
-    def __init__(self, policy: Policy, trainer_version: str) -> None:
+    def __init__(
+        self, policy: Policy, trainer_version: str, upgraded_from: str | None = None
+    ) -> None:
         self.policy = policy
         self.trainer_version = trainer_version
-        self.outcome = policy.outcome(trainer_version)
+        # The release before an upgrade, where the stack was upgraded (the UP family).
+        self.upgraded_from = upgraded_from
+        self.outcome = policy.outcome(trainer_version, upgraded_from)
         self.judged = False
         self.evidence: str | None = None
         # The test's record: what happens inside holds() is what the policy judged.
@@ -78,14 +82,15 @@ class PolicyContext:
             with observing:
                 yield
             return
-        reference = self.policy.gap_reference(self.trainer_version)
+        reference = self.policy.gap_reference(self.trainer_version, self.upgraded_from)
         try:
             with observing:
                 yield
         except AssertionError as error:
             first_line = str(error).splitlines()[0] if str(error) else "assertion failed"
+            since = f" upgraded from {self.upgraded_from}" if self.upgraded_from else ""
             pytest.xfail(
-                f"KNOWN UPSTREAM GAP {self.id} on {self.policy.component_name} {self.trainer_version}: {reference} "
+                f"KNOWN UPSTREAM GAP {self.id} on {self.policy.component_name} {self.trainer_version}{since}: {reference} "
                 f"(observed: {first_line})"
             )
         if self.evidence is None:

@@ -21,7 +21,10 @@ ADMISSION = "admission"
 WEBHOOK = "webhook"
 CRD = "crd"
 MANAGER = "manager"
-KINDS = (ADMISSION, WEBHOOK, CRD, MANAGER)
+# A write a faulty upgrade would make, made by the harness during `upgrade --prove`
+# (the UP family's objects exist only there); `action` names it (upgrade/standins.py).
+STAND_IN = "stand-in"
+KINDS = (ADMISSION, WEBHOOK, CRD, MANAGER, STAND_IN)
 # The label `prove` puts on the namespaces of the tests it runs for a break,
 # and that the break's bindings and webhook selectors key on.
 BREAK_LABEL = "trainjob-conformance.kubeflow.org/break"
@@ -30,6 +33,7 @@ _REQUIRED = {
     WEBHOOK: ("description", "webhook", "probe"),
     CRD: ("description", "crd", "field", "probe"),
     MANAGER: ("description", "component"),
+    STAND_IN: ("description", "action"),
 }
 
 
@@ -44,6 +48,7 @@ class Break:
     field: str = ""  # crd: dotted path of the field whose rules are dropped
     probe: str = ""  # webhook, crd: Jinja YAML of a dry-run request refused until applied
     component: str = ""  # manager: the component whose manager is stopped (jobset, kueue, ...)
+    action: str = ""  # stand-in: what the harness does in the faulty upgrade's place
 
     @property
     def scoped(self) -> bool:

@@ -65,6 +65,13 @@ class Policy:
     expectations: tuple[Expectation, ...] = field(default_factory=tuple)
     component: str = "trainer"
     breaks: tuple[BreakRef, ...] = ()
+    # Who judges it: `run` (any run of the suite) or `upgrade` (only an upgrade's
+    # judges, on the objects it keeps in flight; see JUDGED_BY).
+    judged_by: str = "run"
+
+    @property
+    def upgrade_only(self) -> bool:
+        return self.judged_by == UPGRADE
 
     @property
     def component_name(self) -> str:
@@ -75,19 +82,26 @@ class Policy:
         """Some release range of this policy is a known upstream gap."""
         return any(e.values.get("outcome") == Outcome.KNOWN_GAP.value for e in self.expectations)
 
-    def _matching(self, trainer_version: str) -> dict[str, Any]:
+    def _matching(self, trainer_version: str, upgraded_from: str | None = None) -> dict[str, Any]:
+        """The first expectation whose ranges hold. One with `upgraded_from` (the
+        release the stack ran before an upgrade; the UP family) holds only on such a
+        stack, and only for a release in that range."""
         for expectation in self.expectations:
+            since = expectation.values.get(UPGRADED_FROM)
+            if since is not None and (upgraded_from is None or not in_range(upgraded_from, since)):
+                continue
             if in_range(trainer_version, expectation.trainer):
                 return expectation.values
         return {}
 
-    def outcome(self, trainer_version: str) -> Outcome:
+    def outcome(self, trainer_version: str, upgraded_from: str | None = None) -> Outcome:
         if not in_range(trainer_version, self.trainer):
             return Outcome.NOT_APPLICABLE
-        return Outcome(self._matching(trainer_version).get("outcome", Outcome.HOLDS.value))
+        values = self._matching(trainer_version, upgraded_from)
+        return Outcome(values.get("outcome", Outcome.HOLDS.value))
 
-    def gap_reference(self, trainer_version: str) -> str:
-        return str(self._matching(trainer_version).get("reference", "")).strip()
+    def gap_reference(self, trainer_version: str, upgraded_from: str | None = None) -> str:
+        return str(self._matching(trainer_version, upgraded_from).get("reference", "")).strip()
 
     def expected(self, key: str, trainer_version: str) -> Any:
         values = self._matching(trainer_version)
@@ -99,6 +113,10 @@ class Policy:
 
 
 _REQUIRED = ("title", "statement", "source")
+UPGRADE = "upgrade"
+# An expectation's range of the release an upgraded stack ran before (UP family).
+UPGRADED_FROM = "upgraded_from"
+JUDGED_BY = ("run", UPGRADE)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -168,7 +186,8 @@ def _check_ranges(
     policy_id: str, entry: dict[str, Any], expectations: list[Expectation], where: str
 ) -> None:
     component = _component(policy_id, entry, where)
-    for spec in [str(entry[component]), *(e.trainer for e in expectations)]:
+    since = [str(e.values[UPGRADED_FROM]) for e in expectations if UPGRADED_FROM in e.values]
+    for spec in [str(entry[component]), *(e.trainer for e in expectations), *since]:
         try:
             parse_range(spec)
         except ConformanceError as error:
@@ -237,6 +256,12 @@ def load_catalog(path: Path) -> dict[str, Policy]:
         component = _component(policy_id, entry, str(path))
         expectations = _expectations(policy_id, entry, component, str(path))
         _check_ranges(policy_id, entry, expectations, str(path))
+        judged_by = str(entry.get("judged_by", "run"))
+        if judged_by not in JUDGED_BY:
+            raise ConformanceError(
+                f"{path}: policy {policy_id} judged_by {judged_by!r}: give one of "
+                f"{', '.join(JUDGED_BY)}"
+            )
         catalog[policy_id] = Policy(
             id=policy_id,
             title=str(entry["title"]),
@@ -246,5 +271,6 @@ def load_catalog(path: Path) -> dict[str, Policy]:
             expectations=tuple(expectations),
             component=component,
             breaks=tuple(_breaks(policy_id, entry, component, str(path))),
+            judged_by=judged_by,
         )
     return catalog

@@ -104,4 +104,10 @@ def selected_policies(catalog: dict[str, Policy], wanted: list[str]) -> list[str
             f"--policy {', '.join(unknown)}: not in the catalog (IDs as in policies.yaml, "
             "a pack's as PACK/ID)"
         )
-    return list(wanted) or list(catalog)
+    upgrade_only = [policy for policy in wanted if catalog[policy].upgrade_only]
+    if upgrade_only:
+        raise ConformanceError(
+            f"--policy {', '.join(upgrade_only)}: judged only during an upgrade; its breaks "
+            "are `trainjob-conformance upgrade --break`"
+        )
+    return list(wanted) or [policy for policy in catalog if not catalog[policy].upgrade_only]

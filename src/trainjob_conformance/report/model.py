@@ -62,9 +62,14 @@ class RunReport:
         of the cluster): what the bench compares between providers."""
         return self.wall_seconds - (self.cluster_start_seconds or 0.0)
 
+    @property
+    def file_stem(self) -> str:
+        """The result file's name: the profile's, an upgrade path's `A -> B` as `A-to-B`."""
+        return self.profile.replace(" -> ", "-to-")
+
     def write(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{self.profile}.json"
+        path = directory / f"{self.file_stem}.json"
         write_whole(path, json.dumps(asdict(self), indent=2) + "\n")
         return path
 

@@ -37,4 +37,5 @@ PROVIDER = ProviderKind(
     peer="embedded",
     proves=True,
     needs_build_cache=True,
+    upgrades=True,
 )

@@ -15,6 +15,13 @@ from typing import Any
 
 from trainjob_conformance.cluster.embedded import NODE_LABELS
 from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
+from trainjob_conformance.cluster.embedded.crd_install import (
+    LOCAL_POLL,
+    create_crd,
+    replace_stored,
+    wait_discoverable,
+    wait_established,
+)
 from trainjob_conformance.cluster.embedded.host_controllers import (
     STARTERS,
     HostController,
@@ -31,7 +38,7 @@ from trainjob_conformance.cluster.embedded.tasks import TaskGroup
 from trainjob_conformance.cluster.handle import IMAGES_SIMULATED, ClusterHandle
 from trainjob_conformance.cluster.health.phases import PHASES_FILE, PhaseClock
 from trainjob_conformance.cluster.health.readiness import (
-    established_condition,
+    AdmissionProbe,
     standard_probes,
     training_operator_probes,
     wait_for_admission,
@@ -49,6 +56,7 @@ from trainjob_conformance.cluster.kueue import KUEUE_NAMESPACE
 from trainjob_conformance.cluster.provider import (
     AUDIT_LOG_OPTION,
     ClusterRequest,
+    ComponentUpgrade,
     PushedImage,
     RegistryServer,
     startup_errors,
@@ -57,8 +65,6 @@ from trainjob_conformance.cluster.run_state import STATE_FILE
 from trainjob_conformance.cluster.serving.certs import CertificateAuthority
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
-from trainjob_conformance.kube.errors import ApiError, Conflict
-from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.lifecycle.processes import (
     HostProcess,
     RunOwnership,
@@ -68,7 +74,7 @@ from trainjob_conformance.lifecycle.processes import (
 )
 from trainjob_conformance.ports import LOOPBACK, free_port
 from trainjob_conformance.progress import say, step
-from trainjob_conformance.stack.gobuild import build_profile, module_source
+from trainjob_conformance.stack.gobuild import build_component, build_profile, module_source
 from trainjob_conformance.stack.profiles import Profile
 
 _CONTROLLERS = ("jobset", "trainer", "kueue")
@@ -99,8 +105,6 @@ _NAMESPACES = ("jobset-system", "kubeflow-system", KUEUE_NAMESPACE)
 _TORCH_RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
 # How often the watch looks: a test blocked on a dead manager stops about this soon.
 _WATCH_INTERVAL = 0.5
-# How often the start looks at things on loopback (a CRD's conditions).
-_LOCAL_POLL = 0.05
 
 
 class EmbeddedStackCluster:
@@ -131,6 +135,10 @@ class EmbeddedStackCluster:
         # keeps a manager from starting once `down` has begun.
         self._tasks = TaskGroup()
         self._launching = threading.Lock()
+        # What `upgrade_component` changes: set by `up`.
+        self._plan_in_use: _Plan | None = None
+        self._kubeconfig: Path | None = None
+        self.versions: dict[str, str] = {}
 
     def _timed(self, key: str, started: float) -> None:
         self.timings[key] = round(time.monotonic() - started, 1)
@@ -162,9 +170,9 @@ class EmbeddedStackCluster:
         # answers (kwokctl still waits for the other components to report ready).
         self.control_plane.begin()
         with clock.phase("manifests read"):
-            plan = self._plan(binaries)
+            plan = self._plan_in_use = self._plan(binaries)
         with clock.phase("API server ready"):
-            kubeconfig = self.control_plane.wait_api_server()
+            kubeconfig = self._kubeconfig = self.control_plane.wait_api_server()
         with step("installing JobSet, Kueue and Trainer"):
             self._install_stack(plan, kubeconfig)
         # kwokctl's own wait does not notice a component that gave up after
@@ -185,21 +193,13 @@ class EmbeddedStackCluster:
         self.watch = StackWatch(
             self.run_dir / HEALTH_FILE, self._watch_probes(), interval=_WATCH_INTERVAL
         ).start()
-        handle = ClusterHandle(
-            provider="embedded",
-            kubeconfig=kubeconfig,
-            # An optional manager left out (no root) is not claimed: its policies skip.
-            versions={
-                k: v
-                for k, v in self.profile.versions.items()
-                if k not in _OPTIONAL_CONTROLLERS or k in self.controllers
-            },
-            log_files={name: c.log_file for name, c in self.controllers.items()},
-            profile=self.profile.name,
-            run_dir=self.run_dir,
-            health_file=self.watch.path,
-            image_supply=IMAGES_SIMULATED,
-        )
+        # An optional manager left out (no root) is not claimed: its policies skip.
+        self.versions = {
+            k: v
+            for k, v in self.profile.versions.items()
+            if k not in _OPTIONAL_CONTROLLERS or k in self.controllers
+        }
+        handle = self._handle()
         self._write_state(handle)
         say(
             f"cluster ready in {self.timings['total']}s "
@@ -207,6 +207,104 @@ class EmbeddedStackCluster:
             f"then the stack {self.timings['stack']}s more)"
         )
         return handle
+
+    def _handle(self) -> ClusterHandle:
+        assert self._kubeconfig is not None and self.watch is not None
+        return ClusterHandle(
+            provider="embedded",
+            kubeconfig=self._kubeconfig,
+            versions=dict(self.versions),
+            log_files={name: c.log_file for name, c in self.controllers.items()},
+            profile=self.profile.name,
+            run_dir=self.run_dir,
+            health_file=self.watch.path,
+            image_supply=IMAGES_SIMULATED,
+        )
+
+    def upgrade_component(self, component: str, version: str) -> ComponentUpgrade:
+        """The new release's CRDs over the old ones, then its manager in the old one's
+        place, then its webhook configurations (and, for the Trainer, its runtime).
+
+        The managers are host processes, so the old one stops before the new one
+        starts on the same ports (a Recreate, where a Deployment's rolling update
+        would overlap them): the webhooks refuse requests in between, which the
+        upgrade's availability figures measure. Returns once every admission probe
+        of the stack is answered again, with the new manager's serving CA.
+        """
+        plan, kubeconfig = self._plan_in_use, self._kubeconfig
+        if plan is None or kubeconfig is None:
+            raise ConformanceError("the cluster is not up: nothing to upgrade")
+        if component not in self.controllers:
+            raise ConformanceError(
+                f"{component} does not run on this cluster (profile {self.profile.name}): "
+                "an upgrade moves a running component to another release"
+            )
+        kube = Kube(api_client_for(kubeconfig))
+        old_version = self.versions[component]
+        label = f"{component} {old_version} -> {version}"
+        binaries = build_component(component, version)
+        source = module_source(component, version)
+        port = plan.ports[component].webhook
+        old_configs = webhook_configurations(
+            plan.sources[component], component, port, self.controllers[component].ca_pem
+        )
+        started = time.monotonic()
+        with step(f"{label}: CRDs"):
+            new_crds = crds(source, component, port, plan.ca.ca_pem)
+            for crd in new_crds:
+                replace_stored(kube, crd)
+            wait_established(kube, [crd["metadata"]["name"] for crd in new_crds], lambda: None)
+            wait_discoverable(kube, new_crds, lambda: None)
+        crds_done = time.monotonic()
+        if self.watch is not None:
+            self.watch.stop()  # the old manager's exit is the upgrade, not a breakage
+            self.watch = None
+        with step(f"{label}: manager"):
+            self.controllers.pop(component).stop()
+            plan.binaries.update(binaries)
+            plan.sources[component] = source
+            controller = self._launch_ready(component, plan, kubeconfig, lambda: None)
+        manager_done = time.monotonic()
+        with step(f"{label}: webhooks"):
+            new_configs = webhook_configurations(source, component, port, controller.ca_pem)
+            kept = {(c["kind"], c["metadata"]["name"]) for c in new_configs}
+            for config in old_configs:
+                if (config["kind"], config["metadata"]["name"]) not in kept:
+                    kube.delete_if_present(
+                        config["apiVersion"], config["kind"], config["metadata"]["name"]
+                    )
+            for config in new_configs:
+                replace_stored(kube, config)
+            if component == "trainer":
+                replace_stored(kube, _torch_runtime(source))
+            wait_for_admission(
+                kube,
+                self._admission_probes(tuple(plan.sources)),
+                timeout=60,
+                log_tails=self._log_tails,
+                interval=LOCAL_POLL,
+            )
+        self.versions[component] = version
+        self.watch = StackWatch(
+            self.run_dir / HEALTH_FILE, self._watch_probes(), interval=_WATCH_INTERVAL
+        ).start()
+        self._write_state(self._handle())
+        return ComponentUpgrade(
+            component=component,
+            from_version=old_version,
+            to_version=version,
+            crds_seconds=round(crds_done - started, 1),
+            manager_seconds=round(manager_done - crds_done, 1),
+            webhooks_seconds=round(time.monotonic() - manager_done, 1),
+            notes=("the old manager stopped before the new one started (host processes)",),
+        )
+
+    @staticmethod
+    def _admission_probes(controllers: tuple[str, ...]) -> list[AdmissionProbe]:
+        probes = standard_probes()
+        if "training-operator" in controllers:
+            probes += training_operator_probes()
+        return probes
 
     def _plan(self, binaries: dict[str, Path]) -> _Plan:
         ca = CertificateAuthority(self.run_dir / "pki")
@@ -251,9 +349,7 @@ class EmbeddedStackCluster:
         tasks = self._tasks
         applied_from = clock.now()
 
-        probes = standard_probes()
-        if "training-operator" in controllers:
-            probes += training_operator_probes()
+        probes = self._admission_probes(controllers)
         # Within each product, the CRDs of the kinds the admission probes
         # create go first: the API server holds a create for 2 s after its
         # kind's CRD is Established, and the probes wait that out (Kueue's
@@ -267,19 +363,19 @@ class EmbeddedStackCluster:
                     plan.crds[name], key=lambda c: c["spec"]["names"]["kind"] not in probed
                 ):
                     tasks.check()
-                    _create_crd(kube, crd)
+                    create_crd(kube, crd)
                 clock.record(f"{name} CRDs applied", applied_from)
                 applied[name].set()
 
         def bring_up(name: str) -> None:
             tasks.wait_event(applied[name])
-            _wait_established(
+            wait_established(
                 kube, [crd["metadata"]["name"] for crd in plan.crds[name]], tasks.check
             )
             clock.record(f"{name} CRDs Established", applied_from)
             # A manager maps kinds to resources through discovery, which the API
             # server updates a moment after Established: it exits on a kind it cannot map.
-            _wait_discoverable(kube, plan.crds[name], tasks.check)
+            wait_discoverable(kube, plan.crds[name], tasks.check)
             clock.record(f"{name} CRDs in discovery", applied_from)
             established[name].set()
             for needed in _NEEDS[name]:
@@ -312,14 +408,14 @@ class EmbeddedStackCluster:
         tasks.join()
         with clock.phase("admission probes"):
             with clock.phase("CRDs past the API server's create hold"):
-                wait_past_create_hold(kube, probes, interval=_LOCAL_POLL)
+                wait_past_create_hold(kube, probes, interval=LOCAL_POLL)
             wait_for_admission(
                 kube,
                 probes,
                 timeout=60,
                 log_tails=self._log_tails,
                 phases=clock,
-                interval=_LOCAL_POLL,
+                interval=LOCAL_POLL,
             )
 
     def _launch_ready(
@@ -477,96 +573,6 @@ def _helper_probe(component: str, helper: HostProcess) -> Probe:
         return Breakage(f"{component} {helper.name}", ended, helper.log_tail(15))
 
     return probe
-
-
-_CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-
-
-def _create_crd(kube: Kube, crd: dict[str, Any]) -> None:
-    """POST the CRD (a new cluster has none); an existing one is applied over."""
-    try:
-        kube.raw("POST", _CRD_PATH, crd)
-    except Conflict:
-        kube.apply(crd)
-
-
-def _wait_established(
-    kube: Kube, names: list[str], abort: Callable[[], None], timeout: float = 60
-) -> None:
-    """Watch each CRD until the API server reports it Established.
-
-    A watch on one name starts with the CRD's current state, then each change:
-    no polling, and the answer comes the moment the condition is set. Watches
-    last a second, so that `abort` (a failure elsewhere) is heard within one.
-    """
-    deadline = time.monotonic() + timeout
-    for name in names:
-        path = f"{_CRD_PATH}?fieldSelector=metadata.name%3D{name}"
-        seen: dict[str, Any] = {}
-
-        def established(path: str = path, seen: dict[str, Any] = seen) -> bool | NotYet:
-            for event in kube.raw_watch(path, seconds=1):
-                if event.get("type") in ("ADDED", "MODIFIED"):
-                    seen.update(event["object"])
-                    if established_condition(seen) is not None:
-                        return True
-            conditions = (seen.get("status") or {}).get("conditions") or "no status"
-            return NotYet(f"last conditions: {conditions}")
-
-        wait_for(
-            f"CRD {name} to be Established",
-            established,
-            timeout=max(0.0, deadline - time.monotonic()),
-            interval=_LOCAL_POLL,
-            # A busy API server may drop a watch: another, shortly, within the bound.
-            retry_on=(ApiError,),
-            abort=abort,
-        )
-
-
-# Aggregated discovery, as client-go (and so each manager's REST mapper) reads it.
-_DISCOVERY_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-
-
-def _served(crds: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    """(group, version, plural) of every served version of the CRDs."""
-    return {
-        (crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"])
-        for crd in crds
-        for version in crd["spec"]["versions"]
-        if version.get("served")
-    }
-
-
-def _discovered(kube: Kube) -> set[tuple[str, str, str]]:
-    listing = kube.raw("GET", "/apis", accept=_DISCOVERY_V2)
-    return {
-        (group["metadata"]["name"], version["version"], resource["resource"])
-        for group in listing.get("items") or []
-        for version in group.get("versions") or []
-        for resource in version.get("resources") or []
-    }
-
-
-def _wait_discoverable(
-    kube: Kube, crds: list[dict[str, Any]], abort: Callable[[], None], timeout: float = 60
-) -> None:
-    wanted = _served(crds)
-
-    def probe() -> bool | NotYet:
-        missing = sorted(wanted - _discovered(kube))
-        return not missing or NotYet(
-            "not in discovery yet: " + ", ".join("/".join(entry) for entry in missing)
-        )
-
-    wait_for(
-        f"{len(wanted)} resources to be in the API server's discovery",
-        probe,
-        timeout=timeout,
-        interval=_LOCAL_POLL,
-        retry_on=(ApiError,),
-        abort=abort,
-    )
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ def training_operator_probes() -> list[AdmissionProbe]:
     ]
 
 
-def _answered(kube: Kube, probe: AdmissionProbe) -> tuple[bool, str]:
+def answered(kube: Kube, probe: AdmissionProbe) -> tuple[bool, str]:
     try:
         kube.create(probe.manifest, dry_run=True)
     except ApiError as error:
@@ -161,7 +161,7 @@ def wait_for_admission(
         started = phases.now() if phases else 0.0
 
         def check(probe: AdmissionProbe = probe, last: dict[str, str] = last) -> bool:
-            ok, answer = _answered(kube, probe)
+            ok, answer = answered(kube, probe)
             last["answer"] = answer
             return ok
 

@@ -1,0 +1,107 @@
+"""What the UP policies read off the upgrade's window and stored objects: pure
+functions of the recorded events, so each can be tested on its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainjob_conformance.policies.pods import gate_names
+
+
+def fields_lost(before: Any, after: Any, path: str = "spec") -> list[str]:
+    """Paths set in `before` that `after` lacks or holds another value at. A field the
+    new release adds (a default) is not a loss."""
+    if isinstance(before, dict):
+        if not isinstance(after, dict):
+            return [f"{path} (now {after!r})"]
+        lost: list[str] = []
+        for key, value in before.items():
+            if key not in after:
+                lost.append(f"{path}.{key}")
+            else:
+                lost += fields_lost(value, after[key], f"{path}.{key}")
+        return lost
+    if before != after:
+        return [f"{path} (was {before!r}, now {after!r})"]
+    return []
+
+
+def _when(event: dict[str, Any], began: float) -> str:
+    return f"+{event['t'] - began:.1f}s {event['type']} rv {event['object']['metadata'].get('resourceVersion')}"
+
+
+def pod_changes(events: list[dict[str, Any]], pods: dict[str, str], began: float) -> list[str]:
+    """For the Pods that existed before the upgrade (name -> uid): each gate one gained,
+    each deletion and each Pod of the same name with another uid, in the window."""
+    first_gates: dict[str, set[str]] = {}
+    found: list[str] = []
+    for event in events:
+        pod = event["object"]
+        name = pod["metadata"]["name"]
+        if name not in pods:
+            continue
+        if pod["metadata"].get("uid") != pods[name]:
+            found.append(f"Pod {name} was recreated ({_when(event, began)})")
+            continue
+        if event["type"] == "DELETED":
+            found.append(f"Pod {name} was deleted ({_when(event, began)})")
+            continue
+        gates = set(gate_names(pod.get("spec") or {}))
+        first = first_gates.setdefault(name, gates)
+        gained = sorted(gates - first)
+        if gained:
+            found.append(f"Pod {name} gained {gained} ({_when(event, began)})")
+    unseen = sorted(set(pods) - set(first_gates))
+    found += [f"Pod {name} is not in the window at all" for name in unseen]
+    return found
+
+
+def owner_of(workload: dict[str, Any]) -> str | None:
+    for reference in workload["metadata"].get("ownerReferences") or []:
+        if reference.get("kind") == "TrainJob":
+            return str(reference.get("name"))
+    return None
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return str(condition.get("status"))
+    return None
+
+
+def workload_changes(
+    events: list[dict[str, Any]], admitted: str, queued: str, began: float
+) -> list[str]:
+    """Admission lost or duplicated in the window: a TrainJob with more than one
+    Workload, a Workload deleted, the admitted one's Admitted condition anything but
+    True, the queued one reserving quota while the admitted one holds it all."""
+    uids: dict[str, set[str]] = {}
+    found: list[str] = []
+    for event in events:
+        workload = event["object"]
+        owner = owner_of(workload)
+        if owner not in (admitted, queued):
+            continue
+        name = workload["metadata"]["name"]
+        uids.setdefault(owner, set()).add(str(workload["metadata"].get("uid")))
+        if event["type"] == "DELETED":
+            found.append(f"Workload {name} of TrainJob {owner} was deleted ({_when(event, began)})")
+        elif owner == admitted and _condition(workload, "Admitted") != "True":
+            found.append(
+                f"Workload {name} of TrainJob {owner} stored with Admitted="
+                f"{_condition(workload, 'Admitted')} ({_when(event, began)})"
+            )
+        elif owner == queued and _condition(workload, "QuotaReserved") == "True":
+            found.append(
+                f"Workload {name} of TrainJob {owner} reserved quota the admitted one holds "
+                f"({_when(event, began)})"
+            )
+    for owner in (admitted, queued):
+        if len(uids.get(owner, ())) > 1:
+            found.append(
+                f"TrainJob {owner} had {len(uids[owner])} Workloads: {sorted(uids[owner])}"
+            )
+        if owner not in uids:
+            found.append(f"TrainJob {owner} has no Workload in the window")
+    return found

@@ -1,0 +1,327 @@
+"""One upgrade on a cluster that is up on the old profile: the objects in flight,
+the window, a judge before the first step and after each, the catalog at the end.
+
+The judges and the catalog are pytest children against the cluster through its
+kubeconfig (as `existing`), as `prove`'s are; the cluster's state names the
+releases each step left running, so each child judges what runs then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.health.readiness import (
+    AdmissionProbe,
+    standard_probes,
+    training_operator_probes,
+)
+from trainjob_conformance.cluster.introspect import trainjob_spec_properties
+from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
+from trainjob_conformance.cluster.provider import (
+    KUBECONFIG_OPTION,
+    ComponentUpgrade,
+    UpgradesInPlace,
+)
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.invocation import PytestInvocation
+from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.kinds import JOBSET, POD, RESOURCE_FLAVOR, TRAINJOB, WORKLOAD
+from trainjob_conformance.kube.namespaces import temporary_namespace
+from trainjob_conformance.policies.breaks import BREAK_LABEL, STAND_IN, Break
+from trainjob_conformance.policies.catalog import Policy
+from trainjob_conformance.policies.view import TrainJobView
+from trainjob_conformance.prove.breaking import AppliedBreak
+from trainjob_conformance.prove.runner import Children
+from trainjob_conformance.render.overrides import detect_shape
+from trainjob_conformance.render.templates import TemplateSet
+from trainjob_conformance.report.model import RunReport
+from trainjob_conformance.upgrade.availability import Availability, ProbeFigures
+from trainjob_conformance.upgrade.inflight import (
+    HOLD_GATE,
+    UPGRADE_GATE,
+    create_queue,
+    create_runtime,
+    seed_kueue_objects,
+    seed_running_objects,
+    seed_suspended_objects,
+)
+from trainjob_conformance.upgrade.record import BEFORE, FINAL, UpgradeRecord
+from trainjob_conformance.upgrade.standins import act
+from trainjob_conformance.upgrade.steps import Step, UpgradePlan
+from trainjob_conformance.upgrade.window import Window
+
+# Judged once, after the last step: it changes what it judges (frees the quota).
+FINAL_POLICIES = ("UP-KQ-002",)
+
+
+@dataclass
+class UpgradeRequest:
+    plan: UpgradePlan
+    provider: str
+    catalog: dict[str, Policy]
+    templates: Path
+    out: Path  # the record, the window, the children's reports and logs
+    workers: int = 2
+    # `--prove`: each UP policy's breaks, all applied after the last step, before its
+    # judges; the catalog is then not run on the broken stack.
+    breaks: dict[str, list[Break]] = field(default_factory=dict)
+
+
+@dataclass
+class StepResult:
+    step: Step
+    done: ComponentUpgrade | None  # None: the step failed, and `error` says how
+    error: str = ""
+    availability: dict[str, ProbeFigures] = field(default_factory=dict)
+
+
+@dataclass
+class UpgradeRun:
+    """What one upgrade saw: per phase, each UP policy's result; the steps; the catalog."""
+
+    plan: UpgradePlan
+    provider: str
+    started: str
+    phases: dict[str, RunReport] = field(default_factory=dict)  # BEFORE, a step's label, FINAL
+    steps: list[StepResult] = field(default_factory=list)
+    catalog: RunReport | None = None
+    window_problems: list[str] = field(default_factory=list)
+    broke: dict[str, str] = field(default_factory=dict)  # `--prove`: policy -> break applied
+    not_restored: list[str] = field(default_factory=list)  # what a revert left changed
+    seconds: float = 0.0
+
+
+def _probes(versions: dict[str, str]) -> list[AdmissionProbe]:
+    probes = standard_probes()
+    if "training-operator" in versions:
+        probes += training_operator_probes()
+    return probes
+
+
+class _Judges:
+    """The pytest children of one upgrade."""
+
+    def __init__(self, request: UpgradeRequest, kubeconfig: Path) -> None:
+        self.request = request
+        self.kubeconfig = kubeconfig
+        self.children = Children()
+
+    def run(self, label: str, policies: list[str], record: Path | None, workers: int) -> RunReport:
+        out = self.request.out / "children" / label.replace(" ", "_").replace(">", "")
+        out.mkdir(parents=True, exist_ok=True)
+        profile = self.request.plan.source.name
+        command = PytestInvocation(
+            profile=profile,
+            cluster="existing",
+            run_dir=out / "run",
+            provider_options={KUBECONFIG_OPTION: str(self.kubeconfig)},
+            workers=workers,
+            dist=None,
+            report=out,
+            policies=tuple(policies),
+            upgrade_record=record,
+            quiet=True,
+        ).argv()
+        code = self.children.run(command, out / "pytest.log")
+        result = out / f"{profile}.json"
+        if not result.is_file():
+            raise ConformanceError(
+                f"the judge {label!r} wrote no results (pytest exit {code}); see {out / 'pytest.log'}"
+            )
+        return RunReport.read(result)
+
+
+@dataclass
+class _Namespaces:
+    running: str  # the running TrainJob with gated Pods
+    suspended: str  # the suspended TrainJob, and the one MultiKueue manages
+    kueue: str  # the admitted and the queued TrainJob
+
+
+# Where the objects of each UP policy live: a break scoped to namespaces (an
+# admission policy, a narrowed webhook) is bound to that namespace alone, so the
+# breaks of `upgrade --prove` act on their own policy's objects only.
+_POLICY_NAMESPACE = {"UP-EDIT-001": "running", "UP-EDIT-002": "suspended"}
+
+
+def _scoped_labels(breaks: dict[str, list[Break]]) -> dict[str, dict[str, str]]:
+    labels: dict[str, dict[str, str]] = {"running": {}, "suspended": {}, "kueue": {}}
+    for policy, items in breaks.items():
+        for item in items:
+            if not item.scoped:
+                continue
+            if policy not in _POLICY_NAMESPACE:
+                raise ConformanceError(
+                    f"break {item.name} of {policy} acts on labelled namespaces; the upgrade "
+                    f"binds such breaks only for {', '.join(_POLICY_NAMESPACE)}"
+                )
+            labels[_POLICY_NAMESPACE[policy]][BREAK_LABEL] = item.label_value
+    return labels
+
+
+def _namespaces(
+    stack: contextlib.ExitStack, kube: Kube, breaks: dict[str, list[Break]]
+) -> _Namespaces:
+    labels = _scoped_labels(breaks)
+    unmanaged = {KUEUE_MANAGED_LABEL: "false"}
+
+    def make(name: str, extra: dict[str, str]) -> str:
+        return stack.enter_context(temporary_namespace(kube, f"upgrade-{name}", extra))
+
+    return _Namespaces(
+        running=make("running", {**unmanaged, **labels["running"]}),
+        suspended=make("suspended", {**unmanaged, **labels["suspended"]}),
+        kueue=make("kueue", labels["kueue"]),
+    )
+
+
+def _apply_breaks(
+    items: list[tuple[str, Break]],
+    context: _BreakContext,
+    progress: Callable[[str], None],
+) -> None:
+    # Stand-ins first: an admission break could refuse the write a stand-in makes.
+    for policy, item in sorted(items, key=lambda pair: pair[1].kind != STAND_IN):
+        if item.kind == STAND_IN:
+            done = act(item.action, context.kube, context.record)
+        else:
+            applied = AppliedBreak(context.kube, item, context.variables, context.kubeconfig)
+            context.applied.append(applied)
+            applied.apply()
+            done = f"{item.kind} break applied"
+        context.broke[policy] = item.name
+        progress(f"break {item.name} ({policy}): {done}")
+
+
+@dataclass
+class _BreakContext:
+    kube: Kube
+    record: UpgradeRecord
+    variables: dict[str, str]
+    kubeconfig: Path
+    applied: list[AppliedBreak] = field(default_factory=list)
+    broke: dict[str, str] = field(default_factory=dict)  # policy -> the break applied for it
+
+    def revert(self) -> list[str]:
+        return [line for applied in reversed(self.applied) for line in applied.revert()]
+
+
+def run_upgrade(
+    request: UpgradeRequest,
+    cluster: UpgradesInPlace,
+    handle: ClusterHandle,
+    progress: Callable[[str], None],
+) -> UpgradeRun:
+    began = time.monotonic()
+    run = UpgradeRun(
+        request.plan, request.provider, datetime.now(UTC).isoformat(timespec="seconds")
+    )
+    kube = handle.kube
+    shape = detect_shape(trainjob_spec_properties(kube))
+    templates = TemplateSet(request.templates, shape, kube.concrete(RESOURCE_FLAVOR.api_version))
+    up_policies = sorted(p for p, policy in request.catalog.items() if policy.upgrade_only)
+    step_policies = [p for p in up_policies if p not in FINAL_POLICIES]
+    catalog_policies = sorted(p for p, policy in request.catalog.items() if not policy.upgrade_only)
+    judges = _Judges(request, handle.kubeconfig)
+    record_path = request.out / "record.json"
+    with contextlib.ExitStack() as stack:
+        stack.callback(judges.children.stop)
+        namespaces = _namespaces(stack, kube, request.breaks)
+        views = {
+            name: TrainJobView(handle, getattr(namespaces, name), templates)
+            for name in ("running", "suspended", "kueue")
+        }
+        for view in views.values():
+            stack.callback(view.cleanup.run)
+        progress(
+            f"the objects in flight, on {request.plan.source.name} "
+            f"({namespaces.running}, {namespaces.suspended}, {namespaces.kueue})"
+        )
+        runtime = create_runtime(views["suspended"], namespaces.suspended)
+        cluster_queue = create_queue(views["kueue"], namespaces.kueue)
+        objects = seed_suspended_objects(views["suspended"], runtime)
+        objects.update(seed_running_objects(views["running"], runtime))
+        objects.update(seed_kueue_objects(views["kueue"], runtime))
+        window = Window.begin(
+            kube,
+            {
+                "running-pods": (POD, namespaces.running),
+                "kueue-pods": (POD, namespaces.kueue),
+                "workloads": (WORKLOAD, namespaces.kueue),
+                "jobsets": (JOBSET, namespaces.suspended),
+                "trainjobs": (TRAINJOB, namespaces.suspended),
+            },
+            request.out / "window",
+        )
+        stack.callback(window.end)
+        record = UpgradeRecord(
+            column=request.plan.column,
+            source=request.plan.source.name,
+            target=request.plan.target.name,
+            source_versions=dict(handle.versions),
+            phase=BEFORE,
+            steps_done=[],
+            override_field=shape.value,
+            gate=UPGRADE_GATE,
+            hold_gate=HOLD_GATE,
+            objects=objects,
+            cluster_queue=cluster_queue,
+            window=window.files(),
+            window_started=window.started,
+        )
+        record.write(record_path)
+        breaking = _BreakContext(
+            kube, record, {"override_field": shape.value, "runtime": runtime}, handle.kubeconfig
+        )
+        stack.callback(lambda: run.not_restored.extend(breaking.revert()))
+        progress(f"judge before the upgrade: {len(step_policies)} policies")
+        run.phases[BEFORE] = judges.run(BEFORE, step_policies, record_path, workers=0)
+        broken = ""
+        for number, step in enumerate(request.plan.steps, start=1):
+            progress(f"upgrade {step.label}")
+            availability = Availability(kube, _probes(handle.versions)).start()
+            result = StepResult(step, None)
+            try:
+                result.done = cluster.upgrade_component(step.component, step.to_version)
+            except ConformanceError as error:
+                result.error = str(error)
+            finally:
+                result.availability = availability.stop()
+            run.steps.append(result)
+            if result.done is None:
+                broken = f"the upgrade of {step.label} failed: {result.error}"
+                progress(broken)
+                break
+            record.phase = step.component
+            record.steps_done.append(step.label)
+            record.write(record_path)
+            if number == len(request.plan.steps):
+                # `--prove`: the stack as a faulty upgrade would leave it, before its last
+                # judges. All at once: the queue's hold keeps the quota that a recreated
+                # Workload frees from going to the queued TrainJob before its own judge.
+                _apply_breaks(_breaks_of(request.breaks, up_policies), breaking, progress)
+            progress(f"judge after {step.label}")
+            run.phases[step.label] = judges.run(step.label, step_policies, record_path, workers=0)
+        if not broken:
+            record.phase = FINAL
+            record.write(record_path)
+            progress("judge after the last step: the queued TrainJob gets the freed quota")
+            run.phases[FINAL] = judges.run(FINAL, list(FINAL_POLICIES), record_path, workers=0)
+        window.end()
+        run.window_problems = window.problems()
+        run.broke = dict(breaking.broke)
+        if not broken and not request.breaks:
+            progress(f"the catalog on the upgraded stack: {len(catalog_policies)} policies")
+            run.catalog = judges.run("catalog", catalog_policies, None, request.workers)
+    run.seconds = round(time.monotonic() - began, 1)
+    return run
+
+
+def _breaks_of(breaks: dict[str, list[Break]], policies: list[str]) -> list[tuple[str, Break]]:
+    return [(policy, item) for policy in policies for item in breaks.get(policy, [])]

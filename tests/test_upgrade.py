@@ -1,0 +1,312 @@
+"""`upgrade`'s own logic, no cluster: the steps, the window's readings, the record,
+the column and the prove table, the catalog's `judged_by`, and the collection rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainjob_conformance.cluster.provider import ComponentUpgrade
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.paths import suite
+from trainjob_conformance.policies.catalog import Outcome, load_catalog
+from trainjob_conformance.prove.session import selected_policies
+from trainjob_conformance.report.model import ERROR, FAIL, PASS, PolicyResult, RunReport
+from trainjob_conformance.stack.profiles import Profile, load_profile
+from trainjob_conformance.upgrade.judging import fields_lost, pod_changes, workload_changes
+from trainjob_conformance.upgrade.record import (
+    BEFORE,
+    FINAL,
+    GATED,
+    InFlightObject,
+    UpgradeRecord,
+)
+from trainjob_conformance.upgrade.report import column_report, prove_report, upgrade_markdown
+from trainjob_conformance.upgrade.session import StepResult, UpgradeRun
+from trainjob_conformance.upgrade.standins import act
+from trainjob_conformance.upgrade.steps import Step, plan_upgrade
+
+pytestmark = pytest.mark.harness
+
+
+def profile(name: str, **versions: str) -> Profile:
+    base = {"kubernetes": "v1.36.3", "etcd": "v3.6.16", "kwok": "v0.8.0"}
+    return Profile(name, name, {**base, **versions})
+
+
+def test_steps_go_jobset_trainer_kueue_and_skip_what_is_unchanged():
+    plan = plan_upgrade(load_profile("trainer-2.1"), load_profile("latest"))
+
+    assert [s.component for s in plan.steps] == ["jobset", "trainer", "kueue"]
+    assert plan.steps[1] == Step("trainer", "v2.1.0", "v2.3.0")
+    assert plan.column == "trainer-2.1 -> latest"
+    assert any("training-operator" in note and "does not install it" in note for note in plan.notes)
+
+
+def test_a_component_with_one_release_in_both_is_named_and_not_restarted():
+    plan = plan_upgrade(load_profile("trainer-2.2"), load_profile("latest"))
+
+    assert [s.component for s in plan.steps] == ["jobset", "trainer"]
+    assert any(note.startswith("kueue v0.19.2: the same release") for note in plan.notes)
+
+
+def test_a_downgrade_is_a_path_too_and_says_so():
+    plan = plan_upgrade(load_profile("latest"), load_profile("trainer-2.2"))
+
+    assert all(step.downgrade for step in plan.steps)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "words"),
+    [
+        (
+            profile("a", jobset="v0.12.0", trainer="v2.3.0", kueue="v0.19.2"),
+            profile("b", jobset="v0.12.0", trainer="v2.3.0", kueue="v0.19.2"),
+            "there is nothing to upgrade",
+        ),
+        (
+            profile("a", trainer="v2.3.0"),
+            Profile("b", "b", {"kubernetes": "v1.35.0", "etcd": "v3.6.16", "trainer": "v2.3.1"}),
+            "keeps Kubernetes",
+        ),
+    ],
+)
+def test_a_path_that_is_no_upgrade_is_one_line(source, target, words):
+    with pytest.raises(ConformanceError, match=words):
+        plan_upgrade(source, target)
+
+
+def test_fields_lost_names_missing_and_changed_fields_not_added_ones():
+    before = {"suspend": True, "runtimePatches": [{"a": 1}], "trainer": {"numNodes": 2}}
+    after = {"suspend": True, "trainer": {"numNodes": 3, "new": "default"}}
+
+    assert fields_lost(before, after) == [
+        "spec.runtimePatches",
+        "spec.trainer.numNodes (was 2, now 3)",
+    ]
+    assert fields_lost(before, {**before, "added": 1}) == []
+
+
+def pod(name: str, uid: str, gates: list[str]) -> dict:
+    return {
+        "metadata": {"name": name, "uid": uid, "resourceVersion": "1"},
+        "spec": {"schedulingGates": [{"name": g} for g in gates]},
+    }
+
+
+def event(kind: str, obj: dict, t: float = 10.0) -> dict:
+    return {"t": t, "type": kind, "object": obj}
+
+
+def test_pod_changes_see_a_gate_gained_a_deletion_a_recreation_and_an_absent_pod():
+    events = [
+        event("LISTED", pod("a", "1", ["hold"])),
+        event("MODIFIED", pod("a", "1", ["hold", "extra"]), 12.5),
+        event("LISTED", pod("b", "2", ["hold"])),
+        event("DELETED", pod("b", "2", ["hold"])),
+        event("ADDED", pod("b", "3", ["hold"])),
+    ]
+
+    found = pod_changes(events, {"a": "1", "b": "2", "c": "4"}, began=10.0)
+
+    assert found == [
+        "Pod a gained ['extra'] (+2.5s MODIFIED rv 1)",
+        "Pod b was deleted (+0.0s DELETED rv 1)",
+        "Pod b was recreated (+0.0s ADDED rv 1)",
+        "Pod c is not in the window at all",
+    ]
+    assert pod_changes(events[:1], {"a": "1"}, began=10.0) == []
+
+
+def workload(uid: str, owner: str, **conditions: str) -> dict:
+    return {
+        "metadata": {
+            "name": f"wl-{uid}",
+            "uid": uid,
+            "resourceVersion": "5",
+            "ownerReferences": [{"kind": "TrainJob", "name": owner}],
+        },
+        "status": {"conditions": [{"type": k, "status": v} for k, v in conditions.items()]},
+    }
+
+
+def test_workload_changes_see_lost_admission_a_second_workload_and_reserved_quota():
+    clean = [
+        event("LISTED", workload("1", "admitted", Admitted="True")),
+        event("LISTED", workload("2", "queued", QuotaReserved="False")),
+    ]
+    assert workload_changes(clean, "admitted", "queued", 10.0) == []
+
+    found = workload_changes(
+        [
+            *clean,
+            event("MODIFIED", workload("1", "admitted", Admitted="False")),
+            event("ADDED", workload("3", "admitted", Admitted="True")),
+            event("MODIFIED", workload("2", "queued", QuotaReserved="True")),
+        ],
+        "admitted",
+        "queued",
+        10.0,
+    )
+    assert found[0].startswith("Workload wl-1 of TrainJob admitted stored with Admitted=False")
+    assert found[1].startswith("Workload wl-2 of TrainJob queued reserved quota")
+    assert found[2].startswith("TrainJob admitted had 2 Workloads")
+
+
+def record(tmp_path: Path) -> UpgradeRecord:
+    window = tmp_path / "running-pods.jsonl"
+    window.write_text(json.dumps(event("LISTED", pod("a", "1", ["hold"]))) + "\n")
+    return UpgradeRecord(
+        column="a -> b",
+        source="a",
+        target="b",
+        source_versions={"trainer": "v2.1.0"},
+        phase=BEFORE,
+        steps_done=[],
+        override_field="runtimePatches",
+        gate="g",
+        hold_gate="hold",
+        objects={
+            GATED: InFlightObject(GATED, "TrainJob", "gated", "ns", {"x": 1}, "u", {"a": "1"})
+        },
+        cluster_queue="cq",
+        window={"running-pods": str(window), "kueue-pods": str(tmp_path / "absent.jsonl")},
+        window_started=1.0,
+    )
+
+
+def test_the_record_reads_back_with_its_window(tmp_path):
+    path = tmp_path / "record.json"
+    record(tmp_path).write(path)
+
+    read = UpgradeRecord.read(path)
+
+    assert read.objects[GATED].pods == {"a": "1"}
+    assert [e["object"]["metadata"]["name"] for e in read.window_events("running-pods")] == ["a"]
+    assert read.window_events("kueue-pods") == []
+
+
+def test_a_file_that_is_no_record_is_one_line(tmp_path):
+    path = tmp_path / "record.json"
+    path.write_text("{}")
+    with pytest.raises(ConformanceError, match="is not an upgrade record"):
+        UpgradeRecord.read(path)
+
+
+def test_an_unknown_stand_in_is_one_line(tmp_path):
+    with pytest.raises(ConformanceError, match="not one the upgrade knows"):
+        act("reboot-the-cluster", None, record(tmp_path))  # type: ignore[arg-type]
+
+
+def phase_report(*results: tuple[str, str, str]) -> RunReport:
+    return RunReport(
+        "a",
+        "existing",
+        {},
+        "now",
+        1.0,
+        None,
+        [
+            PolicyResult(p, p, word, 1.0, f"e2e/test_upgrade.py::{p}", reason)
+            for p, word, reason in results
+        ],
+    )
+
+
+def upgrade_run(**phases: RunReport) -> UpgradeRun:
+    plan = plan_upgrade(load_profile("trainer-2.2"), load_profile("latest"))
+    done = ComponentUpgrade("jobset", "v0.11.1", "v0.12.0", 1.0, 2.0, 0.5)
+    run = UpgradeRun(plan, "embedded", "now", seconds=12.0)
+    run.steps = [StepResult(plan.steps[0], done), StepResult(plan.steps[1], done)]
+    run.phases = dict(phases)
+    return run
+
+
+def test_the_column_takes_each_policys_worst_phase_and_names_it():
+    catalog = load_catalog(suite().catalog)
+    step = "trainer v2.2.1 -> v2.3.0"
+    run = upgrade_run(
+        **{
+            BEFORE: phase_report(("UP-SUSP-001", PASS, ""), ("UP-GATE-001", PASS, "")),
+            step: phase_report(
+                ("UP-SUSP-001", FAIL, "lost spec.runtimePatches"), ("UP-GATE-001", PASS, "")
+            ),
+            FINAL: phase_report(("UP-KQ-002", PASS, "")),
+        }
+    )
+
+    column = column_report(run, catalog)
+    results = {r.policy: r for r in column.results}
+
+    assert column.profile == "trainer-2.2 -> latest" and column.file_stem == "trainer-2.2-to-latest"
+    assert results["UP-SUSP-001"].result == FAIL
+    assert results["UP-SUSP-001"].reason == f"after {step}: lost spec.runtimePatches"
+    assert results["UP-GATE-001"].reason == f"held before the upgrade, after {step}"
+    # Never judged (no phase ran it): an ERROR saying so, never a silent pass.
+    assert results["UP-MB-001"].result == ERROR
+    assert column.versions["trainer"] == "v2.2.1 -> v2.3.0"
+    assert "| UP-SUSP-001 | pass | FAIL |  | FAIL |" in upgrade_markdown(run, column)
+
+
+def test_a_failed_step_makes_every_upgrade_policy_an_error_naming_it():
+    catalog = load_catalog(suite().catalog)
+    run = upgrade_run(**{BEFORE: phase_report(("UP-SUSP-001", PASS, ""))})
+    run.steps[1] = StepResult(
+        run.steps[1].step, None, "trainer did not answer an admission request"
+    )
+
+    column = column_report(run, catalog)
+
+    assert {r.result for r in column.results} == {ERROR}
+    assert column.stack_errors == [
+        "the upgrade of trainer v2.2.1 -> v2.3.0 failed: trainer did not answer an admission request"
+    ]
+
+
+def test_prove_counts_a_break_detected_only_where_the_policy_held_before_it():
+    catalog = load_catalog(suite().catalog)
+    step = "trainer v2.2.1 -> v2.3.0"
+    run = upgrade_run(
+        **{
+            BEFORE: phase_report(("UP-SUSP-001", PASS, ""), ("UP-EDIT-001", PASS, "")),
+            step: phase_report(("UP-SUSP-001", FAIL, "lost"), ("UP-EDIT-001", PASS, "")),
+        }
+    )
+    run.broke = {
+        "UP-SUSP-001": "overrides-stripped-by-the-upgrade",
+        "UP-EDIT-001": "trainer-trainjob-validator-narrowed",
+    }
+
+    rows = {row.policy: row for row in prove_report(run, catalog).rows}
+
+    assert rows["UP-SUSP-001"].outcome == "detected"
+    assert rows["UP-EDIT-001"].outcome == "MISSED"
+    assert rows["UP-MB-001"].outcome == "ERROR"  # its break was not applied
+
+
+def test_judged_by_is_checked(tmp_path):
+    catalog = tmp_path / "policies.yaml"
+    catalog.write_text(
+        "P-1:\n  title: t\n  statement: s\n  source: x\n  trainer: '>=2.0.0'\n  judged_by: nightly\n"
+    )
+    with pytest.raises(ConformanceError, match="judged_by 'nightly': give one of run, upgrade"):
+        load_catalog(catalog)
+
+
+def test_prove_leaves_the_upgrade_policies_to_upgrade():
+    catalog = load_catalog(suite().catalog)
+
+    assert not any(p.startswith("UP-") for p in selected_policies(catalog, []))
+    with pytest.raises(ConformanceError, match="judged only during an upgrade"):
+        selected_policies(catalog, ["UP-SUSP-001"])
+
+
+def test_an_expectation_upgraded_from_a_range_holds_only_on_such_an_upgrade():
+    policy = load_catalog(suite().catalog)["UP-SUSP-001"]
+
+    assert policy.outcome("v2.3.0", upgraded_from="v2.1.0") is Outcome.KNOWN_GAP
+    assert "kubeflow/trainer#3199" in policy.gap_reference("v2.3.0", upgraded_from="v2.1.0")
+    assert policy.outcome("v2.3.0", upgraded_from="v2.2.1") is Outcome.HOLDS
+    assert policy.outcome("v2.3.0") is Outcome.HOLDS
