@@ -48,3 +48,9 @@ def test_every_profile_has_a_tox_env() -> None:
     commands = " ".join(resolved(env, "commands") for env in tox_envs())
     for name in profile_names():
         assert f"--profile {name} --report" in commands, f"no tox env runs profile {name}"
+
+
+def test_an_upgrade_has_a_tox_env() -> None:
+    assert "trainjob-conformance upgrade --from trainer-2.1 --to latest" in resolved(
+        "upgrade", "commands"
+    )
