@@ -4,17 +4,21 @@ the column and the prove table, the catalog's `judged_by`, and the collection ru
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from trainjob_conformance.cluster.health.readiness import AdmissionProbe
 from trainjob_conformance.cluster.provider import ComponentUpgrade
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.paths import suite
 from trainjob_conformance.policies.catalog import Outcome, load_catalog
 from trainjob_conformance.prove.session import selected_policies
 from trainjob_conformance.report.model import ERROR, FAIL, PASS, PolicyResult, RunReport
 from trainjob_conformance.stack.profiles import Profile, load_profile
+from trainjob_conformance.upgrade.availability import Availability
 from trainjob_conformance.upgrade.judging import fields_lost, pod_changes, workload_changes
 from trainjob_conformance.upgrade.record import (
     BEFORE,
@@ -310,3 +314,33 @@ def test_an_expectation_upgraded_from_a_range_holds_only_on_such_an_upgrade():
     assert "kubeflow/trainer#3199" in policy.gap_reference("v2.3.0", upgraded_from="v2.1.0")
     assert policy.outcome("v2.3.0", upgraded_from="v2.2.1") is Outcome.HOLDS
     assert policy.outcome("v2.3.0") is Outcome.HOLDS
+
+
+class RefusingForAWhile:
+    """A stand-in API client for the prober's own logic: refuses calls 2-4."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def create(self, manifest: dict, dry_run: bool = False) -> dict:
+        self.calls += 1
+        if 2 <= self.calls <= 4:
+            raise ApiError(500, "InternalError", 'failed calling webhook "x": connection refused')
+        return manifest
+
+
+def test_availability_counts_refusals_and_times_the_outage_to_the_next_answer():
+    fake = RefusingForAWhile()
+    probe = AdmissionProbe("a probe", {"kind": "X", "metadata": {"name": "p"}})
+    availability = Availability(fake, [probe]).start()  # type: ignore[arg-type]
+    deadline = time.monotonic() + 10
+    while fake.calls < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    figures = availability.stop()["a probe"]
+
+    assert figures.refused == 3 and figures.requests >= 6
+    assert figures.longest_outage >= 0.2  # three rounds 0.1 s apart, to the answer after them
+    assert figures.window_seconds >= 0.1
+    assert figures.words == [
+        'HTTP 500 InternalError: failed calling webhook "x": connection refused'
+    ]

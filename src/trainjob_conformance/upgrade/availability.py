@@ -26,7 +26,7 @@ class ProbeFigures:
     refused: int = 0
     first_refused: float | None = None  # seconds since the step began
     last_refused: float | None = None
-    longest_outage: float = 0.0  # the longest run of refusals, first to last, seconds
+    longest_outage: float = 0.0  # the longest run of refusals, to the first answer after it, s
     words: list[str] = field(default_factory=list)  # distinct answers, first few
 
     @property
@@ -69,6 +69,10 @@ class Availability:
                 figures = self.figures[probe.description]
                 figures.requests += 1
                 if ok:
+                    # An outage lasts until the first answer after it.
+                    began = outage_from[probe.description]
+                    if began is not None:
+                        figures.longest_outage = max(figures.longest_outage, round(now - began, 2))
                     outage_from[probe.description] = None
                     continue
                 figures.refused += 1
