@@ -344,3 +344,13 @@ def test_availability_counts_refusals_and_times_the_outage_to_the_next_answer():
     assert figures.words == [
         'HTTP 500 InternalError: failed calling webhook "x": connection refused'
     ]
+
+
+def test_the_states_between_the_steps_mix_the_releases_in_order():
+    plan = plan_upgrade(load_profile("trainer-2.1"), load_profile("latest"))
+
+    states = dict(plan.states())
+
+    mixed = states["after trainer v2.1.0 -> v2.3.0"]
+    assert (mixed["jobset"], mixed["trainer"], mixed["kueue"]) == ("v0.12.0", "v2.3.0", "v0.16.6")
+    assert states["after kueue v0.16.6 -> v0.19.2"]["kueue"] == "v0.19.2"

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.cli import children
-from trainjob_conformance.cli.profile_args import add_profiles, add_with, profile_list
+from trainjob_conformance.cli.profile_args import add_profiles, add_with, name_skews, profile_list
 from trainjob_conformance.cli.run import (
     add_cluster_options,
     check_run_args,
@@ -62,6 +62,9 @@ def run_matrix(args: argparse.Namespace) -> int:
     args.jobs = job_count(args.jobs)
     profiles = profile_list(args.profiles, args)
     check_run_args(args)
+    if args.cluster != "existing":
+        for name in profiles:
+            name_skews(name)
     record_command()
     if args.jobs > 1 and provider_kind(args.cluster).needs_build_cache:
         _build_before_fanning_out(profiles)

@@ -86,3 +86,15 @@ def profile_list(text: str | None, args: argparse.Namespace | None = None) -> li
     if duplicates:
         raise ConformanceError(f"--profiles names {', '.join(duplicates)} more than once")
     return names
+
+
+def name_skews(profile: str) -> None:
+    """Say, before anything starts, each field a manager of the profile reads that its
+    peer's CRD lacks at the profile's release (stack/skew.py): a composed profile's
+    skew is named in a second, not found by a wait that times out."""
+    from trainjob_conformance.progress import say
+    from trainjob_conformance.stack.profiles import load_profile
+    from trainjob_conformance.stack.skew import skews
+
+    for skew in skews(load_profile(profile).versions):
+        say(f"schema skew in {profile}: {skew.line()}")

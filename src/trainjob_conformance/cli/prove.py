@@ -103,6 +103,11 @@ def run_prove(args: argparse.Namespace) -> int:
         )
 
     report = _on_cluster(args, run_dir, request, progress)
+    return show_prove_report(report, report_dir)
+
+
+def show_prove_report(report: ProveReport, report_dir: Path) -> int:
+    """Write the table to `report_dir` and print it (prove's and `upgrade --prove`'s)."""
     paths = report.write(report_dir)
     for row in report.rows:
         # Cut at a word, marked: a reason cut mid-phrase read as a whole one.

@@ -21,7 +21,7 @@ from trainjob_conformance.cli.cluster_args import (
     check_cluster_args,
     provider_options_of,
 )
-from trainjob_conformance.cli.profile_args import add_profile, add_with, profile_arg
+from trainjob_conformance.cli.profile_args import add_profile, add_with, name_skews, profile_arg
 from trainjob_conformance.cluster.registry import provider_kind
 from trainjob_conformance.invocation import PytestInvocation
 from trainjob_conformance.report.archive import COMMAND_ENV
@@ -105,6 +105,8 @@ def record_command() -> None:
 def run_run(args: argparse.Namespace) -> int:
     args.profile = profile_arg(args)
     check_run_args(args)
+    if args.cluster != "existing":  # an existing cluster runs what is installed
+        name_skews(args.profile)
     record_command()
     code = children.run_child(pytest_command(args, args.profile), own_group=args.workers > 0)
     if code < 0:

@@ -20,7 +20,8 @@ from trainjob_conformance.cli.cluster_args import (
     check_cluster_args,
     provider_options_of,
 )
-from trainjob_conformance.cli.profile_args import add_with, composed
+from trainjob_conformance.cli.profile_args import add_with, composed, name_skews
+from trainjob_conformance.cli.prove import show_prove_report
 from trainjob_conformance.cluster.registry import provider_kinds
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.paths import suite
@@ -95,6 +96,7 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
     from trainjob_conformance.cluster.registry import make_provider, provider_kind
     from trainjob_conformance.policies.catalog import load_catalog
     from trainjob_conformance.stack.profiles import load_profile
+    from trainjob_conformance.stack.skew import skews
     from trainjob_conformance.upgrade.report import column_report, prove_report, write_upgrade
     from trainjob_conformance.upgrade.session import UpgradeRequest, run_upgrade
     from trainjob_conformance.upgrade.steps import plan_upgrade
@@ -116,6 +118,11 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
     progress(f"upgrade {plan.column}: " + ", ".join(step.label for step in plan.steps))
     for note in plan.notes:
         progress(note)
+    name_skews(plan.source.name)
+    # Between two steps the stack mixes releases: the skews each such state carries.
+    skewed = [(when, s.line()) for when, versions in plan.states() for s in skews(versions)]
+    for when, line in skewed:
+        progress(f"schema skew {when}: {line}")
     cluster = make_provider(
         ClusterRequest(args.cluster, plan.source, run_dir / "cluster", provider_options_of(args))
     )
@@ -127,6 +134,7 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
         run_dir / "upgrade",
         workers=args.workers,
         breaks=_breaks(catalog) if args.prove else {},
+        skews=[f"{when}: {line}" for when, line in skewed],
     )
     try:
         handle = cluster.up()
@@ -135,15 +143,7 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
     finally:
         cluster.down()
     if args.prove:
-        proved = prove_report(run, catalog)
-        paths = proved.write(report_dir / "prove")
-        for row in proved.rows:
-            print(f"{row.policy:<14} {row.break_name:<40} {row.outcome:<9} {row.reason[:110]}")
-        for line in proved.restored:
-            print(f"NOT RESTORED {line}")
-        print(proved.summary())
-        print(f"written: {', '.join(str(p) for p in paths)}")
-        return proved.exit_code
+        return show_prove_report(prove_report(run, catalog), report_dir / "prove")
     column = column_report(run, catalog)
     paths = write_upgrade(run, column, report_dir)
     for result in column.results:

@@ -51,6 +51,8 @@ class ChildSettings:
     out: Path  # children's reports and logs go under here
     packs: tuple[Path, ...] = ()
     extra: tuple[str, ...] = ()
+    # `upgrade`'s judges: the record of the objects in flight (the UP policies).
+    upgrade_record: Path | None = None
 
 
 @dataclass
@@ -91,10 +93,16 @@ class Children:
 
 
 def pytest_command(
-    settings: ChildSettings, policies: list[str], label: str, out: Path, workers: int
+    settings: ChildSettings,
+    policies: list[str],
+    label: str,
+    out: Path,
+    workers: int,
+    labelled: bool = True,
 ) -> list[str]:
     """A child against the cluster through its kubeconfig (as `existing`); a break's
-    children's namespaces carry the break's label, which scopes the break to them."""
+    children's namespaces carry the break's label, which scopes the break to them
+    (`labelled`: a label other than `baseline` is a break's)."""
     return PytestInvocation(
         profile=settings.profile,
         cluster="existing",
@@ -105,18 +113,24 @@ def pytest_command(
         report=out,
         packs=settings.packs,
         policies=tuple(policies),
-        namespace_labels=() if label == "baseline" else (f"{BREAK_LABEL}={label}",),
+        namespace_labels=() if label == "baseline" or not labelled else (f"{BREAK_LABEL}={label}",),
         quiet=True,
+        upgrade_record=settings.upgrade_record,
         extra=settings.extra,
     ).argv()
 
 
 def run_policies(
-    children: Children, settings: ChildSettings, policies: list[str], label: str, workers: int
+    children: Children,
+    settings: ChildSettings,
+    policies: list[str],
+    label: str,
+    workers: int,
+    labelled: bool = True,
 ) -> RunReport:
     out = settings.out / label
     out.mkdir(parents=True, exist_ok=True)
-    command = pytest_command(settings, policies, label, out, workers)
+    command = pytest_command(settings, policies, label, out, workers, labelled)
     code = children.run(command, out / "pytest.log")
     result = out / f"{settings.profile}.json"
     if not result.is_file():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 from trainjob_conformance.policies.catalog import Policy
@@ -107,6 +108,9 @@ def upgrade_markdown(run: UpgradeRun, column: RunReport) -> str:
     lines = [f"# Upgrade {run.plan.column} ({run.provider})", ""]
     lines.append(f"Started {run.started}; {run.seconds:.0f} s in all.")
     lines += [""] + [f"- {note}" for note in run.plan.notes]
+    if run.skews:
+        lines += ["", "## Schema skew between the steps", ""]
+        lines += [f"- {line}" for line in run.skews]
     lines += ["", "## Steps", ""]
     rows = []
     for result in run.steps:
@@ -217,19 +221,12 @@ def prove_report(run: UpgradeRun, catalog: dict[str, Policy]) -> ProveReport:
                 for r in report_.results
                 if r.policy == policy_id
             ]
+            row = partial(
+                Row, policy_id, catalog[policy_id].title, reference.name, reference.verdict
+            )
             if run.broke.get(policy_id) != reference.name or not judged:
                 why = next((s.error for s in run.steps if s.done is None), "") or "not applied"
-                report.rows.append(
-                    Row(
-                        policy_id,
-                        catalog[policy_id].title,
-                        reference.name,
-                        reference.verdict,
-                        "",
-                        ERROR,
-                        why,
-                    )
-                )
+                report.rows.append(row("", ERROR, why))
                 continue
             verdict = worst_result([r.result for r in judged])
             reason = next(r.reason for r in judged if r.result == verdict)
@@ -238,15 +235,6 @@ def prove_report(run: UpgradeRun, catalog: dict[str, Policy]) -> ProveReport:
             else:
                 outcome = DETECTED if verdict == reference.verdict else MISSED
             report.rows.append(
-                Row(
-                    policy_id,
-                    catalog[policy_id].title,
-                    reference.name,
-                    reference.verdict,
-                    verdict,
-                    outcome,
-                    reason,
-                    round(sum(r.seconds for r in judged), 1),
-                )
+                row(verdict, outcome, reason, round(sum(r.seconds for r in judged), 1))
             )
     return report

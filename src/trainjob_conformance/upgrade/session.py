@@ -16,20 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from trainjob_conformance.cluster.handle import ClusterHandle
-from trainjob_conformance.cluster.health.readiness import (
-    AdmissionProbe,
-    standard_probes,
-    training_operator_probes,
-)
+from trainjob_conformance.cluster.health.readiness import stack_probes
 from trainjob_conformance.cluster.introspect import trainjob_spec_properties
 from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.cluster.provider import (
-    KUBECONFIG_OPTION,
     ComponentUpgrade,
     UpgradesInPlace,
 )
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.invocation import PytestInvocation
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.kinds import JOBSET, POD, RESOURCE_FLAVOR, TRAINJOB, WORKLOAD
 from trainjob_conformance.kube.namespaces import temporary_namespace
@@ -37,7 +31,7 @@ from trainjob_conformance.policies.breaks import BREAK_LABEL, STAND_IN, Break
 from trainjob_conformance.policies.catalog import Policy
 from trainjob_conformance.policies.view import TrainJobView
 from trainjob_conformance.prove.breaking import AppliedBreak
-from trainjob_conformance.prove.runner import Children
+from trainjob_conformance.prove.runner import Children, ChildSettings, run_policies
 from trainjob_conformance.render.overrides import detect_shape
 from trainjob_conformance.render.templates import TemplateSet
 from trainjob_conformance.report.model import RunReport
@@ -71,6 +65,8 @@ class UpgradeRequest:
     # `--prove`: each UP policy's breaks, all applied after the last step, before its
     # judges; the catalog is then not run on the broken stack.
     breaks: dict[str, list[Break]] = field(default_factory=dict)
+    # The schema skews of the stack between the steps (stack/skew.py), one line each.
+    skews: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -94,14 +90,8 @@ class UpgradeRun:
     window_problems: list[str] = field(default_factory=list)
     broke: dict[str, str] = field(default_factory=dict)  # `--prove`: policy -> break applied
     not_restored: list[str] = field(default_factory=list)  # what a revert left changed
+    skews: list[str] = field(default_factory=list)  # the request's, for the page
     seconds: float = 0.0
-
-
-def _probes(versions: dict[str, str]) -> list[AdmissionProbe]:
-    probes = standard_probes()
-    if "training-operator" in versions:
-        probes += training_operator_probes()
-    return probes
 
 
 class _Judges:
@@ -113,28 +103,16 @@ class _Judges:
         self.children = Children()
 
     def run(self, label: str, policies: list[str], record: Path | None, workers: int) -> RunReport:
-        out = self.request.out / "children" / label.replace(" ", "_").replace(">", "")
-        out.mkdir(parents=True, exist_ok=True)
-        profile = self.request.plan.source.name
-        command = PytestInvocation(
-            profile=profile,
-            cluster="existing",
-            run_dir=out / "run",
-            provider_options={KUBECONFIG_OPTION: str(self.kubeconfig)},
-            workers=workers,
-            dist=None,
-            report=out,
-            policies=tuple(policies),
+        settings = ChildSettings(
+            self.request.plan.source.name,
+            self.kubeconfig,
+            self.request.out / "children",
             upgrade_record=record,
-            quiet=True,
-        ).argv()
-        code = self.children.run(command, out / "pytest.log")
-        result = out / f"{profile}.json"
-        if not result.is_file():
-            raise ConformanceError(
-                f"the judge {label!r} wrote no results (pytest exit {code}); see {out / 'pytest.log'}"
-            )
-        return RunReport.read(result)
+        )
+        # A judge's label names a step (`jobset v0.11.1 -> v0.12.0`): its directory's name.
+        directory = label.replace(" -> ", "-to-").replace(" ", "-")
+        # The upgrade's breaks are bound to its own namespaces, not the judges'.
+        return run_policies(self.children, settings, policies, directory, workers, labelled=False)
 
 
 @dataclass
@@ -220,7 +198,10 @@ def run_upgrade(
 ) -> UpgradeRun:
     began = time.monotonic()
     run = UpgradeRun(
-        request.plan, request.provider, datetime.now(UTC).isoformat(timespec="seconds")
+        request.plan,
+        request.provider,
+        datetime.now(UTC).isoformat(timespec="seconds"),
+        skews=list(request.skews),
     )
     kube = handle.kube
     shape = detect_shape(trainjob_spec_properties(kube))
@@ -285,7 +266,7 @@ def run_upgrade(
         broken = ""
         for number, step in enumerate(request.plan.steps, start=1):
             progress(f"upgrade {step.label}")
-            availability = Availability(kube, _probes(handle.versions)).start()
+            availability = Availability(kube, stack_probes(handle.versions)).start()
             result = StepResult(step, None)
             try:
                 result.done = cluster.upgrade_component(step.component, step.to_version)

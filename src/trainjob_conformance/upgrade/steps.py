@@ -41,6 +41,15 @@ class UpgradePlan:
     steps: tuple[Step, ...]
     notes: tuple[str, ...]  # components left as they are, and why
 
+    def states(self) -> list[tuple[str, dict[str, str]]]:
+        """The stack between the steps and after the last: (what it is after, versions)."""
+        versions = dict(self.source.versions)
+        states = []
+        for step in self.steps:
+            versions[step.component] = step.to_version
+            states.append((f"after {step.label}", dict(versions)))
+        return states
+
     @property
     def column(self) -> str:
         """The report column of this path: `trainer-2.2 -> latest`."""

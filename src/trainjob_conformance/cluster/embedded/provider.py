@@ -38,9 +38,7 @@ from trainjob_conformance.cluster.embedded.tasks import TaskGroup
 from trainjob_conformance.cluster.handle import IMAGES_SIMULATED, ClusterHandle
 from trainjob_conformance.cluster.health.phases import PHASES_FILE, PhaseClock
 from trainjob_conformance.cluster.health.readiness import (
-    AdmissionProbe,
-    standard_probes,
-    training_operator_probes,
+    stack_probes,
     wait_for_admission,
     wait_past_create_hold,
 )
@@ -279,7 +277,7 @@ class EmbeddedStackCluster:
                 replace_stored(kube, _torch_runtime(source))
             wait_for_admission(
                 kube,
-                self._admission_probes(tuple(plan.sources)),
+                stack_probes(plan.sources),
                 timeout=60,
                 log_tails=self._log_tails,
                 interval=LOCAL_POLL,
@@ -298,13 +296,6 @@ class EmbeddedStackCluster:
             webhooks_seconds=round(time.monotonic() - manager_done, 1),
             notes=("the old manager stopped before the new one started (host processes)",),
         )
-
-    @staticmethod
-    def _admission_probes(controllers: tuple[str, ...]) -> list[AdmissionProbe]:
-        probes = standard_probes()
-        if "training-operator" in controllers:
-            probes += training_operator_probes()
-        return probes
 
     def _plan(self, binaries: dict[str, Path]) -> _Plan:
         ca = CertificateAuthority(self.run_dir / "pki")
@@ -349,7 +340,7 @@ class EmbeddedStackCluster:
         tasks = self._tasks
         applied_from = clock.now()
 
-        probes = self._admission_probes(controllers)
+        probes = stack_probes(controllers)
         # Within each product, the CRDs of the kinds the admission probes
         # create go first: the API server holds a create for 2 s after its
         # kind's CRD is Established, and the probes wait that out (Kueue's

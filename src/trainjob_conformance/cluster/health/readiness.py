@@ -8,7 +8,7 @@ proves the Trainer's validator is registered and judging, not merely reachable.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +125,14 @@ def training_operator_probes() -> list[AdmissionProbe]:
             "training-operator PyTorchJob validator (negative)", job, denied_by=PYTORCHJOB_VALIDATOR
         )
     ]
+
+
+def stack_probes(components: Iterable[str]) -> list[AdmissionProbe]:
+    """The probes of a stack running these components (the training-operator's where it runs)."""
+    probes = standard_probes()
+    if "training-operator" in components:
+        probes += training_operator_probes()
+    return probes
 
 
 def answered(kube: Kube, probe: AdmissionProbe) -> tuple[bool, str]:

@@ -1,0 +1,175 @@
+"""Schema skew between releases, read from their sources: the fields one manager
+reads of another product's objects, and whether the other product's CRD, at the
+release it runs, has them.
+
+Kueue's TrainJob and JobSet integrations and the Trainer's JobSet plugin are
+each built against one release of the product they read (their go.mod says
+which). The fields of that product's spec they use are read off their own
+source (`.Spec.<Field>` in the integration's package, mapped to JSON names by
+the struct of that release); a field the installed release's CRD lacks is a
+skew, named in one line before any cluster starts, instead of a TrainJob that
+is never admitted and a wait that times out minutes later. Only the spec's top
+level is compared: it is where the override field changed its name
+(podSpecOverrides, podTemplateOverrides, runtimePatches).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.stack.components import component
+from trainjob_conformance.stack.gobuild import module_source
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One manager's integration with another product's kind."""
+
+    component: str  # the manager that reads (kueue, trainer)
+    packages: tuple[str, ...]  # its packages that read, under its module
+    target: str  # the product it reads (trainer, jobset)
+    kind: str
+    types_file: str  # under the target's module: where the kind's spec struct is
+    spec_type: str
+    crd_file: str  # under the target's module: the kind's CRD
+
+
+_TRAINJOB = {
+    "target": "trainer",
+    "kind": "TrainJob",
+    "types_file": "pkg/apis/trainer/v1alpha1/trainjob_types.go",
+    "spec_type": "TrainJobSpec",
+    "crd_file": "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
+}
+_JOBSET = {
+    "target": "jobset",
+    "kind": "JobSet",
+    "types_file": "api/jobset/v1alpha2/jobset_types.go",
+    "spec_type": "JobSetSpec",
+    "crd_file": "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+}
+READERS = (
+    Reader("kueue", ("pkg/controller/jobs/trainjob",), **_TRAINJOB),
+    Reader("kueue", ("pkg/controller/jobs/jobset",), **_JOBSET),
+    Reader("trainer", ("pkg/runtime/framework/plugins/jobset",), **_JOBSET),
+)
+
+
+@dataclass(frozen=True)
+class Skew:
+    reader: str
+    reader_version: str
+    built_against: str  # the target's release the reader's go.mod requires
+    target: str
+    target_version: str
+    kind: str
+    field: str  # the spec field's JSON name
+
+    def line(self) -> str:
+        return (
+            f"{self.reader} {self.reader_version} reads {self.kind} spec.{self.field} "
+            f"(it is built against {self.target} {self.built_against}); {self.target} "
+            f"{self.target_version}'s {self.kind} CRD has no such field"
+        )
+
+
+# libyaml where PyYAML has it: a JobSet CRD is most of a megabyte.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FIELD = re.compile(r"^\s+([A-Z]\w*)\s+[^`\n]*`json:\"(\w+)")
+_SPEC_USE = re.compile(r"\.Spec\.([A-Z]\w*)")
+
+
+def required_version(gomod: str, module: str) -> str | None:
+    """The version a go.mod requires of `module` (None where it does not)."""
+    found = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", gomod, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def struct_fields(source: str, struct: str) -> dict[str, str]:
+    """Go field name -> JSON name of one struct in a Go file."""
+    start = re.search(rf"^type {struct} struct {{$", source, re.MULTILINE)
+    if start is None:
+        return {}
+    fields = {}
+    for line in source[start.end() :].splitlines():
+        if line.startswith("}"):
+            break
+        found = _FIELD.match(line)
+        if found:
+            fields[found.group(1)] = found.group(2)
+    return fields
+
+
+def used_fields(package_dirs: list[Path], fields: Mapping[str, str]) -> set[str]:
+    """JSON names of the spec fields the packages' code reads (`.Spec.<Field>`)."""
+    used = set()
+    for directory in package_dirs:
+        for path in sorted(directory.glob("*.go")):
+            if path.name.endswith("_test.go"):
+                continue
+            used |= {fields[m] for m in _SPEC_USE.findall(path.read_text()) if m in fields}
+    return used
+
+
+def crd_spec_fields(crd_text: str) -> set[str]:
+    """The top-level spec properties of every served version of a CRD."""
+    found: set[str] = set()
+    for document in yaml.load_all(crd_text, Loader=_LOADER):
+        if not document or document.get("kind") != "CustomResourceDefinition":
+            continue
+        for version in document["spec"]["versions"]:
+            if not version.get("served"):
+                continue
+            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+            spec = (schema.get("properties") or {}).get("spec") or {}
+            found |= set(spec.get("properties") or {})
+    return found
+
+
+@cache
+def _source(key: str, version: str) -> Path:
+    return module_source(key, version)
+
+
+def skews(versions: Mapping[str, str]) -> list[Skew]:
+    """Every field a manager of `versions` reads that its peer's CRD lacks."""
+    found = []
+    for reader in READERS:
+        if reader.component not in versions or reader.target not in versions:
+            continue
+        reader_version, target_version = versions[reader.component], versions[reader.target]
+        reader_source = _source(reader.component, reader_version)
+        target_module = component(reader.target).module
+        built_against = required_version((reader_source / "go.mod").read_text(), target_module)
+        if built_against is None:
+            raise ConformanceError(
+                f"{reader.component} {reader_version}'s go.mod requires no {target_module}"
+            )
+        fields = struct_fields(
+            (_source(reader.target, built_against) / reader.types_file).read_text(),
+            reader.spec_type,
+        )
+        used = used_fields([reader_source / p for p in reader.packages], fields)
+        installed = crd_spec_fields(
+            (_source(reader.target, target_version) / reader.crd_file).read_text()
+        )
+        found += [
+            Skew(
+                reader.component,
+                reader_version,
+                built_against,
+                reader.target,
+                target_version,
+                reader.kind,
+                field,
+            )
+            for field in sorted(used - installed)
+        ]
+    return found
