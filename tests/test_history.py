@@ -240,7 +240,9 @@ def test_cli_writes_history_html_in_the_current_directory_by_default(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["history", *map(str, nights)]) == 0
-    assert capsys.readouterr().out.strip() == "history.html: 3 policies x 3 runs"
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "history.html: 3 policies x 3 runs"
+    assert lines[0].startswith("states: history-states.json; badges: ")
     assert len(Page((tmp_path / "history.html").read_text()).cells) == 9
     assert main(["history", str(nights[0]), "--output", str(tmp_path / "out" / "h.html")]) == 0
     assert len(Page((tmp_path / "out" / "h.html").read_text()).cells) == 4

@@ -72,8 +72,16 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 def run_history(args: argparse.Namespace) -> int:
+    from trainjob_conformance.report.flaky import FLAKY, policy_states
     from trainjob_conformance.report.history import write_history
 
     page, history = write_history([Path(d) for d in args.directories], Path(args.output))
+    states = policy_states(history.runs)
+    flaky = sorted({f"{s.policy} on {s.profile}" for s in states if s.state == FLAKY})
+    print(
+        f"states: {page.with_suffix('')}-states.json; badges: badge-<profile>.svg beside the page"
+    )
+    if flaky:
+        print(f"FLAKY: {', '.join(flaky)}")
     print(f"{page}: {len(history.rows)} policies x {len(history.runs)} runs")
     return 0

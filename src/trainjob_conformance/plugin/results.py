@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -139,7 +140,15 @@ class PolicyResults:
             results=sorted(self.rows, key=lambda r: (r.policy, r.test)),
             interrupted=self.interrupted,
             stack_errors=stack_errors,
+            catalog_digest=self._catalog_digest(),
         )
+
+    def _catalog_digest(self) -> str:
+        """The project's catalog and every pack's, hashed together (see RunReport)."""
+        digest = hashlib.sha256()
+        for path in [self.settings.catalog, *(p / "policies.yaml" for p in self.settings.packs)]:
+            digest.update(path.read_bytes() if path.is_file() else b"")
+        return digest.hexdigest()[:16]
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if is_xdist_worker(self.config):

@@ -7,9 +7,11 @@ templates/history.html.j2; this module reads the directories and writes the page
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.report.flaky import badge, policy_states, summary
 from trainjob_conformance.report.history_grid import History, build_history, load_runs
 from trainjob_conformance.report.history_page import html_page
 from trainjob_conformance.report.words import ABSENT
@@ -27,7 +29,15 @@ def _check_output(output: Path) -> None:
         raise ConformanceError(f"--output {output} cannot be written: {blocker} is a file")
 
 
+def badge_path(page: Path, profile: str) -> Path:
+    """Where a profile's badge goes: beside the page, named after the profile."""
+    return page.with_name(f"badge-{profile.replace(' -> ', '-to-')}.svg")
+
+
 def write_history(directories: list[Path], output: Path) -> tuple[Path, History]:
+    """The page, and beside it `<page>-states.json` (each policy's PASSING, FAILING or
+    FLAKY per profile and provider) and a badge per profile."""
+
     def refuse(error: OSError) -> ConformanceError:
         return ConformanceError(
             f"--output {output} cannot be written ({error.strerror or error}); choose another path"
@@ -38,10 +48,17 @@ def write_history(directories: list[Path], output: Path) -> tuple[Path, History]
     except OSError as error:  # e.g. a name too long even to look up
         raise refuse(error) from None
     history = build_history(load_runs(directories))
-    page = html_page(history, output.parent)
+    states = policy_states(history.runs)
+    page = html_page(history, output.parent, states)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(page)
+        # Beside the page: the states as JSON, and a badge per profile for a README.
+        stem = output.with_suffix("")
+        states_file = stem.with_name(f"{stem.name}-states.json")
+        states_file.write_text(json.dumps(summary(states, len(history.runs)), indent=2) + "\n")
+        for profile in sorted({s.profile for s in states}):
+            badge_path(output, profile).write_text(badge(profile, states))
     except OSError as error:
         raise refuse(error) from None
     return output, history

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
+from trainjob_conformance.report.flaky import FAILING, FLAKY, PASSING, PolicyState
 from trainjob_conformance.report.history_grid import Cell, History, Row, Run, Trend
 from trainjob_conformance.report.templating import render_page
 from trainjob_conformance.report.words import ABSENT, Word, every_word, lookup
@@ -62,6 +63,8 @@ class PageRow:
     median: str
     spark: Spark
     cells: list[PageCell]
+    # The policy's FLAKY and FAILING states (report/flaky.py): (tag, the flips in words).
+    states: tuple[tuple[str, str], ...] = ()
 
 
 def diagnostics_link(run: Run, diagnostics: str, page_dir: Path) -> str:
@@ -198,7 +201,26 @@ def _cell_tooltip(row: Row, run: Run, cell: Cell) -> str:
     return "\n".join(lines)
 
 
-def _page_row(index: int, row: Row, history: History, firsts: set[int], page_dir: Path) -> PageRow:
+def _state_tags(states: list[PolicyState]) -> tuple[tuple[str, str], ...]:
+    """A tag per profile and provider where the policy is not PASSING, with its flips."""
+    tags = []
+    for state in states:
+        if state.state == PASSING:
+            continue
+        where = f"{state.profile} ({state.provider})"
+        detail = "\n".join(state.flips) or f"newest: {state.last}"
+        tags.append((f"{state.state} {where}", f"{state.state} over {state.runs} runs:\n{detail}"))
+    return tuple(tags)
+
+
+def _page_row(
+    index: int,
+    row: Row,
+    history: History,
+    firsts: set[int],
+    page_dir: Path,
+    states: list[PolicyState] | None = None,
+) -> PageRow:
     trend = row.trend
     summary = trend.summary()
     cells = [
@@ -212,11 +234,21 @@ def _page_row(index: int, row: Row, history: History, firsts: set[int], page_dir
         for column, (run, cell) in enumerate(zip(history.runs, row.cells, strict=True))
     ]
     median = _seconds(summary[1]) if summary else ""
-    return PageRow(row, _trend_text(trend), median, sparkline(trend, row.cells), cells)
+    return PageRow(
+        row,
+        _trend_text(trend),
+        median,
+        sparkline(trend, row.cells),
+        cells,
+        _state_tags(states or []),
+    )
 
 
-def html_page(history: History, page_dir: Path) -> str:
+def html_page(history: History, page_dir: Path, states: list[PolicyState] | None = None) -> str:
     runs = history.runs
+    by_policy: dict[str, list[PolicyState]] = {}
+    for state in states or []:
+        by_policy.setdefault(state.policy, []).append(state)
     groups = _groups(runs)
     firsts: set[int] = set()
     column = 0
@@ -238,7 +270,12 @@ def html_page(history: History, page_dir: Path) -> str:
         totals=totals,
         groups=groups,
         headers=[_run_header(run) for run in runs],
-        rows=[_page_row(i, row, history, firsts, page_dir) for i, row in enumerate(history.rows)],
+        rows=[
+            _page_row(i, row, history, firsts, page_dir, by_policy.get(row.policy))
+            for i, row in enumerate(history.rows)
+        ],
+        flaky=sum(s.state == FLAKY for s in states or []),
+        failing=sum(s.state == FAILING for s in states or []),
         spark_width=SPARK_WIDTH,
         spark_height=SPARK_HEIGHT,
     )

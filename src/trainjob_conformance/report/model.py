@@ -48,6 +48,9 @@ class RunReport:
     format: int = FORMAT_VERSION
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM: policies not run are absent
     stack_errors: list[str] = field(default_factory=list)
+    # The catalogs that judged the run (project and packs), hashed: a result that
+    # changed with the catalog is the catalog's change, not a flake ("" before it was kept).
+    catalog_digest: str = ""
 
     def counts(self) -> dict[str, int]:
         """How many results of each word."""
