@@ -356,3 +356,54 @@ def pytest_collection_finish(session):
     # Read again: the worker wrote to the same file after the controller died.
     printed = (pytester.path / "stdout").read_text() + (pytester.path / "stderr").read_text()
     assert "cannot send" not in printed, printed
+
+
+ONE_POLICY_TESTED = """
+import pytest
+@pytest.mark.policy("TJ-X-001")
+def test_it(trainjob_policy):
+    with trainjob_policy.holds():
+        assert True
+"""
+
+
+@pytest.fixture
+def guarded(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    pytester.makefile(".yaml", policies=CATALOG)
+    pytester.makeconftest(CONFTEST.replace("{version}", "v2.3.0"))
+    pytester.makepyfile(ONE_POLICY_TESTED)
+
+    def go(*args):
+        return pytester.runpytest(
+            "--trainjob-catalog=policies.yaml", "-p", "no:cacheprovider", *args
+        )
+
+    return go
+
+
+def test_a_run_that_lost_a_policy_is_an_error_naming_it(guarded):
+    result = guarded()
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*TJ-X-002*ERROR*",
+            "*expected-run guard: 1 of the catalog's policies ran no test: TJ-X-002 (ERROR)",
+        ]
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_run_asked_for_one_policy_expects_only_that_one(guarded):
+    result = guarded("--trainjob-policy=TJ-X-001")
+
+    assert result.ret == pytest.ExitCode.OK
+    assert "expected-run guard" not in result.stdout.str()
+
+
+def test_a_selection_by_name_turns_the_guard_off_and_says_so(guarded):
+    result = guarded("-k", "test_it")
+
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*expected-run guard off: -k 'test_it' selects tests*"])

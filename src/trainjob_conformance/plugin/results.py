@@ -15,6 +15,11 @@ from typing import Any
 import pytest
 
 from trainjob_conformance.kube.client import HARNESS_USER_AGENT
+from trainjob_conformance.plugin.expected_run import (
+    expected_policies,
+    guard_off_reason,
+    missing_results,
+)
 from trainjob_conformance.plugin.options import Settings, is_xdist_worker
 from trainjob_conformance.plugin.session import ClusterSession
 from trainjob_conformance.plugin.verdict_report import decode
@@ -57,6 +62,8 @@ class PolicyResults:
         self.rows: list[PolicyResult] = []
         self.interrupted = False
         self.archive_due = False
+        self.missing: list[PolicyResult] = []  # the expected-run guard's ERROR rows
+        self.guard_off: str | None = None
         self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.started_monotonic = time.monotonic()
 
@@ -155,12 +162,31 @@ class PolicyResults:
             return
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             self.interrupted = True
+        self._guard_the_expected_run(session)
         report_dir = self.settings.report_dir
         if report_dir is None or not self.rows:
             return
         self.run_report().write(report_dir)
         write_reports(read_reports(report_dir), report_dir)
         self.archive_due = True
+
+    def _guard_the_expected_run(self, session: pytest.Session) -> None:
+        """Missing policies are ERROR rows and fail the run (plugin/expected_run.py).
+
+        Not for a run that judged no policy and writes no report (the harness's
+        own unit tests), nor an interrupted one (it is partial, and says so).
+        """
+        if self.interrupted or (not self.rows and self.settings.report_dir is None):
+            return
+        self.guard_off = guard_off_reason(self.config)
+        if self.guard_off is not None:
+            return
+        expected = expected_policies(self.settings, self.catalog())
+        self.missing = missing_results(expected, self.rows, self.catalog())
+        if self.missing:
+            self.rows += self.missing
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         # After every sessionfinish hook, so that the JUnit XML is written too.
@@ -223,6 +249,15 @@ class PolicyResults:
         if self.interrupted:
             terminalreporter.write_line(
                 "interrupted: policies that did not run are absent from the report"
+            )
+        elif self.missing:
+            terminalreporter.write_line(
+                f"expected-run guard: {len(self.missing)} of the catalog's policies ran no "
+                f"test: {', '.join(row.policy for row in self.missing)} (ERROR)"
+            )
+        elif self.guard_off is not None:
+            terminalreporter.write_line(
+                f"expected-run guard off: {self.guard_off}, so what the catalog expects is not checked"
             )
         if self.settings.report_dir is not None:
             terminalreporter.write_line(f"report: {self.settings.report_dir / 'conformance.html'}")
