@@ -127,3 +127,21 @@ def test_builds_run_niced(tmp_path):
     )
     niceness = int(out.read_text().rsplit(")", 1)[1].split()[16])
     assert niceness == min(19, os.nice(0) + gobuild._BUILD_NICENESS)
+
+
+def test_a_failed_build_names_gos_first_error_in_the_terminal(tmp_path):
+    from trainjob_conformance.stack.gobuild import _first_error
+
+    log = tmp_path / "kueue-v0.19.2.log"
+    log.write_text(
+        "building sigs.k8s.io/kueue/cmd/kueue\n\n$ go get x\n\n$ go build -o out x\n"
+        "# github.com/coreos/go-oidc/v3/oidc\n"
+        "compile: writing output: write $WORK/b857/_pkg_.a: no space left on device\n"
+        "volcano.sh/apis: mkdir /tmp/go-build/b864/: no space left on device\n"
+    )
+
+    assert _first_error(log) == (
+        "compile: writing output: write $WORK/b857/_pkg_.a: no space left on device"
+    )
+    log.write_text("$ go build x\n")
+    assert _first_error(log) == "go said nothing"

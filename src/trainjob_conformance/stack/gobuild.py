@@ -158,7 +158,19 @@ def _run_logged(args: list[str], cwd: Path, log: Path, what: str, cgo: bool = Fa
         )
         returncode = _wait_or_stop(process)
     if returncode != 0:
-        raise ConformanceError(f"{what} failed (exit {returncode}); see the build log {log}")
+        raise ConformanceError(
+            f"{what} failed (exit {returncode}): {_first_error(log)}; see the build log {log}"
+        )
+
+
+def _first_error(log: Path) -> str:
+    """go's own words for the failure: its first error line after the last command, so
+    that a full disk or a compile error is named in the terminal, not only in the log."""
+    lines = log.read_text(errors="replace").splitlines()
+    last_command = max((i for i, line in enumerate(lines) if line.startswith("$ ")), default=-1)
+    said = [line.strip() for line in lines[last_command + 1 :] if line.strip()]
+    errors = [line for line in said if not line.startswith("#")]
+    return (errors or said or ["go said nothing"])[0][:300]
 
 
 def _wait_or_stop(process: subprocess.Popen[bytes]) -> int:
