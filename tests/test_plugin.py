@@ -407,3 +407,18 @@ def test_a_selection_by_name_turns_the_guard_off_and_says_so(guarded):
 
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*expected-run guard off: -k 'test_it' selects tests*"])
+
+
+def test_a_run_of_a_packs_directory_alone_expects_only_the_packs_policies(tmp_path):
+    from trainjob_conformance.plugin.expected_run import project_tests_given
+
+    tests = tmp_path / "suite" / "e2e"
+    tests.mkdir(parents=True)
+    pack = tmp_path / "my-pack"
+    pack.mkdir()
+
+    assert project_tests_given([], tests)
+    assert project_tests_given([str(tests)], tests)
+    assert project_tests_given([str(tmp_path / "suite"), "-k", "x"], tests)
+    assert project_tests_given([f"{tests}/test_a.py::test_b"], tests) is False
+    assert not project_tests_given([str(pack)], tests)

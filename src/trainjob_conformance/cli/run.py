@@ -105,7 +105,7 @@ def record_command() -> None:
 def run_run(args: argparse.Namespace) -> int:
     args.profile = profile_arg(args)
     check_run_args(args)
-    if args.cluster != "existing":  # an existing cluster runs what is installed
+    if getattr(args, "cluster", None) != "existing":  # an existing cluster runs what it has
         name_skews(args.profile)
     record_command()
     code = children.run_child(pytest_command(args, args.profile), own_group=args.workers > 0)

@@ -10,6 +10,8 @@ policy with no result at all is one whose test never ran.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from trainjob_conformance.plugin.options import Settings
@@ -35,14 +37,29 @@ def guard_off_reason(config: pytest.Config) -> str | None:
     return None
 
 
-def expected_policies(settings: Settings, catalog: dict[str, Policy]) -> list[str]:
+def project_tests_given(args: list[str], tests: Path) -> bool:
+    """Whether the command line asks for the project's policy tests: no path at all
+    (pytest's testpaths), or the project's test directory or a folder holding it. A
+    run of a pack's directory alone (`pytest my-pack --trainjob-pack my-pack`) judges
+    the pack's policies only."""
+    paths = [Path(arg.split("::", 1)[0]).resolve() for arg in args if not arg.startswith("-")]
+    return not paths or any(path == tests or path in tests.parents for path in paths)
+
+
+def expected_policies(
+    settings: Settings, catalog: dict[str, Policy], with_project: bool = True
+) -> list[str]:
     """The policies this run must judge: those it asked for by ID, else the whole
-    catalog (packs included) but what only an upgrade judges (or, in an upgrade's
-    judge, only that)."""
+    catalog (the packs', and the project's where its tests were given) but what only
+    an upgrade judges (or, in an upgrade's judge, only that)."""
     if settings.policies:
         return sorted(settings.policies)
     upgrade = settings.upgrade_record is not None
-    return sorted(p for p, policy in catalog.items() if policy.upgrade_only == upgrade)
+    return sorted(
+        p
+        for p, policy in catalog.items()
+        if policy.upgrade_only == upgrade and (with_project or "/" in p)
+    )
 
 
 def missing_results(

@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from trainjob_conformance.kube.client import HARNESS_USER_AGENT
+from trainjob_conformance.paths import suite
 from trainjob_conformance.plugin.expected_run import (
     expected_policies,
     guard_off_reason,
     missing_results,
+    project_tests_given,
 )
 from trainjob_conformance.plugin.options import Settings, is_xdist_worker
 from trainjob_conformance.plugin.session import ClusterSession
@@ -181,7 +183,11 @@ class PolicyResults:
         self.guard_off = guard_off_reason(self.config)
         if self.guard_off is not None:
             return
-        expected = expected_policies(self.settings, self.catalog())
+        # Paths the user named; pytest's own default (testpaths, the invocation
+        # directory) names none, and the project's tests are expected then.
+        given = self.config.args_source == pytest.Config.ArgsSource.ARGS
+        with_project = project_tests_given(list(self.config.args) if given else [], suite().tests)
+        expected = expected_policies(self.settings, self.catalog(), with_project)
         self.missing = missing_results(expected, self.rows, self.catalog())
         if self.missing:
             self.rows += self.missing
