@@ -140,6 +140,11 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
         handle = cluster.up()
         # The --cluster choices are the providers whose kind says `upgrades`.
         run = run_upgrade(request, cast(UpgradesInPlace, cluster), handle, progress)
+    except ConformanceError as error:
+        # The input was checked above: from here a failure is the stack's or a
+        # judge's (a cluster that did not start, a pytest child killed), not bad input.
+        print(f"trainjob-conformance: {error}", file=sys.stderr)
+        return 3
     finally:
         cluster.down()
     if args.prove:
