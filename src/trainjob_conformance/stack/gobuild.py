@@ -130,6 +130,11 @@ def binary_path(component_key: str, version: str, binary: str) -> Path:
     return bin_dir(component_key, version) / binary
 
 
+# The linker drops the debug information (-s -w, as upstream's release builds
+# do), so the compiler need not write it: about a tenth less CPU per build
+# (docs/measurements.md, 2026-11-28). The machine code is the same.
+_COMPILE_FLAGS = ("-gcflags=all=-dwarf=false",)
+
 # A build yields the CPU to whatever else runs (a cluster, other tests).
 _BUILD_NICENESS = 10
 
@@ -236,7 +241,8 @@ def build_component(component_key: str, version: str) -> dict[str, Path]:
         with step(f"building {binary} {version}"):
             _run_logged([go, "get", f"{package}@{version}"], workdir, log, f"go get {package}")
             partial = target.with_name(f".{binary}.partial-{os.getpid()}")
-            args = [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial)]
+            args = [go, "build", "-trimpath", *_COMPILE_FLAGS, "-ldflags", ldflags]
+            args += ["-o", str(partial)]
             if component_.tags:
                 args += ["-tags", ",".join(component_.tags)]
             try:
