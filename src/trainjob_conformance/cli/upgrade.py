@@ -126,6 +126,11 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
     cluster = make_provider(
         ClusterRequest(args.cluster, plan.source, run_dir / "cluster", provider_options_of(args))
     )
+    # The --cluster choices are the providers whose kind says `upgrades`.
+    upgradable = cast(UpgradesInPlace, cluster)
+    if refused := upgradable.upgrade_refused():
+        print(f"trainjob-conformance: {refused}", file=sys.stderr)
+        return 2
     request = UpgradeRequest(
         plan,
         args.cluster,
@@ -138,8 +143,7 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
     )
     try:
         handle = cluster.up()
-        # The --cluster choices are the providers whose kind says `upgrades`.
-        run = run_upgrade(request, cast(UpgradesInPlace, cluster), handle, progress)
+        run = run_upgrade(request, upgradable, handle, progress)
     except ConformanceError as error:
         # The input was checked above: from here a failure is the stack's or a
         # judge's (a cluster that did not start, a pytest child killed), not bad input.

@@ -99,6 +99,11 @@ class UpgradesInPlace(Protocol):
     """A cluster whose components the harness can upgrade one at a time while it runs
     (`upgrade`; where `ProviderKind.upgrades`)."""
 
+    def upgrade_refused(self) -> str | None:
+        """Why this cluster, as asked for (its options), cannot be upgraded in place;
+        None when it can. Asked before it starts, so bad input costs no cluster."""
+        ...
+
     def upgrade_component(self, component: str, version: str) -> ComponentUpgrade:
         """CRDs first, then the manager, then its webhooks; returns once every
         admission probe of the stack is answered again (the new serving CA included).

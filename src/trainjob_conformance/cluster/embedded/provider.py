@@ -219,6 +219,9 @@ class EmbeddedStackCluster:
             image_supply=IMAGES_SIMULATED,
         )
 
+    def upgrade_refused(self) -> str | None:
+        return None
+
     def upgrade_component(self, component: str, version: str) -> ComponentUpgrade:
         """The new release's CRDs over the old ones, then its manager in the old one's
         place, then its webhook configurations (and, for the Trainer, its runtime).

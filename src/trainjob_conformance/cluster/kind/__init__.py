@@ -43,4 +43,6 @@ PROVIDER = ProviderKind(
     peer="kind",
     pushes_images=True,
     host_binaries={"kind": NODE_TOOLS["kind"]},
+    # In-place upgrades of one component (cluster/kind/upgrade.py), local images only.
+    upgrades=True,
 )

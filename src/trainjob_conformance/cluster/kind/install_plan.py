@@ -79,12 +79,29 @@ class Phase:
 
 CRDS_ESTABLISHED = Phase()
 
+# The API server's words when it could not reach a webhook's Pod, as opposed to a
+# webhook that answered and refused (`denied the request`). The x509 case is a
+# request to a Service address nothing routes yet, answered by whatever else
+# listens on the machine's egress (a TLS-intercepting proxy, here).
+_UNREACHABLE = ("connection refused", "no endpoints available", "i/o timeout", "x509:")
+
+
+def webhook_unreachable(error: str) -> bool:
+    """A kubectl failure that says a webhook could not be called, not that it refused."""
+    return "failed calling webhook" in error and any(word in error for word in _UNREACHABLE)
+
 
 def install_plan(
     steps: list[InstallStep],
     regroup: Callable[[list[InstallStep]], StackApplies] = stack_applies,
+    force_conflicts: bool = False,
 ) -> list[Phase]:
-    """The phases that install the stack, in dependency order."""
+    """The phases that install the stack, in dependency order.
+
+    `force_conflicts`: each apply takes over the fields another field manager set
+    (an upgrade's, over objects the running release's controllers wrote to).
+    """
+    forced = ("--force-conflicts",) if force_conflicts else ()
 
     def on_deployment(component: str, words: str, *args: str) -> Command:
         namespace, deployment, _ = CONTROLLERS[component]
@@ -95,7 +112,7 @@ def install_plan(
 
     def apply(path: Path) -> Command:
         return Command(
-            ("apply", "--server-side", "-f", str(path)),
+            ("apply", "--server-side", *forced, "-f", str(path)),
             f"apply {path.name.removesuffix('.yaml').split('.')[-1]}",
         )
 

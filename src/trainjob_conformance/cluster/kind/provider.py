@@ -38,13 +38,14 @@ from trainjob_conformance.cluster.handle import (
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe
 from trainjob_conformance.cluster.health.phases import TIMINGS_FILE
 from trainjob_conformance.cluster.health.readiness import (
+    AdmissionProbe,
     standard_probes,
     training_operator_probes,
     wait_for_admission,
 )
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
-from trainjob_conformance.cluster.introspect import running_images
+from trainjob_conformance.cluster.introspect import pod_log_tailer, running_images
 from trainjob_conformance.cluster.kind import (
     IMAGE_SOURCE,
     IMAGE_SOURCES,
@@ -56,6 +57,7 @@ from trainjob_conformance.cluster.kind import (
 )
 from trainjob_conformance.cluster.kind import config as kind_config
 from trainjob_conformance.cluster.kind import nodes as kind_nodes
+from trainjob_conformance.cluster.kind import upgrade as kind_upgrade
 from trainjob_conformance.cluster.kind.binaries import (
     build_kind_and_kubectl,
     build_node_binaries,
@@ -71,6 +73,7 @@ from trainjob_conformance.cluster.kind.install_plan import (
     install_plan,
     not_established,
     split_plan,
+    webhook_unreachable,
 )
 from trainjob_conformance.cluster.kind.manifests import (
     InstallStep,
@@ -81,6 +84,7 @@ from trainjob_conformance.cluster.kind.mirror import NodeMirror
 from trainjob_conformance.cluster.kind.versions import NODE_TOOLS
 from trainjob_conformance.cluster.provider import (
     ClusterRequest,
+    ComponentUpgrade,
     PushedImage,
     RegistryServer,
     startup_errors,
@@ -88,7 +92,7 @@ from trainjob_conformance.cluster.provider import (
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
-from trainjob_conformance.kube.kinds import CRD
+from trainjob_conformance.kube.kinds import CRD, POD
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.lifecycle.processes import (
@@ -110,6 +114,8 @@ WORKERS = len(kind_nodes.WORKER_ZONES)
 
 # The wait for the CRDs (install_plan.Phase says why the provider polls).
 _ESTABLISHED_TIMEOUT = 60.0
+# How long an apply refused by a webhook nothing routes to yet is retried (_run_phase).
+_WEBHOOK_ROUTE_TIMEOUT = 60.0
 # kind's own bound on a cluster's creation is its --wait, which the provider does
 # not use; this only guards against a kind that never returns.
 _KIND_CREATE_TIMEOUT = 600.0
@@ -195,6 +201,12 @@ class KindStackCluster:
         self.started = 0.0  # when `kind create` began: the origin of the timings
         self.control_plane_open = False  # its taint lifted for the controllers
         self._client: Kube | None = None
+        # What an upgrade (upgrade_component) needs of the start: kubectl, the local
+        # controller images (component -> name) the manifests point at, the handle `up`
+        # gave, whose versions it moves.
+        self.kubectl: Path | None = None
+        self.local: dict[str, str] = {}
+        self.handle: ClusterHandle | None = None
 
     @property
     def profile_controllers(self) -> list[str]:
@@ -324,12 +336,14 @@ class KindStackCluster:
             # The node image holds the node's runtime and Kubernetes.
             binaries = self._kind_and_kubectl()
         kind_bin, kubectl = binaries["kind"], binaries["kubectl"]
+        self.kubectl = kubectl
         started = time.monotonic()
         local: dict[str, str] | None = None
         etcd_tag: str | None = None
         certs: Path | None = None
         if self.image_source == "local":
             built, local = local_build.build_images(self.profile, binaries)
+            self.local = dict(local)
             # The controllers' and the test image are in the nodes' containerd from
             # the start: no `kind load` after `kind create`.
             catalog.ensure_role_images(built, list(local.values()), with_workers=self.workers > 0)
@@ -533,11 +547,37 @@ class KindStackCluster:
         """Run install phases in order, each timed as `install N: ...`."""
         for number, phase in enumerate(phases, first):
             began = time.monotonic()
-            if phase.crds_established:
-                self._wait_established()
-            else:
-                self._kubectl_at_once(kubectl, phase.commands)
+            self._run_phase(kubectl, phase)
             self._timed(f"install {number}: {phase.label}", began)
+
+    def _run_phase(self, kubectl: Path, phase: Phase) -> None:
+        if phase.crds_established:
+            self._wait_established()
+            return
+        # A rollout ends when the new Pod is Ready, a moment before the Service
+        # routes to it: an object applied then, which a webhook of that Pod judges,
+        # is refused with `failed calling webhook` (seen on kind at the install of
+        # the Trainer's runtimes and at an upgrade). Such a refusal is retried until
+        # the webhook answers; any other failure stops the install at once.
+        last = {"error": ""}
+
+        def applied() -> bool | NotYet:
+            try:
+                self._kubectl_at_once(kubectl, phase.commands)
+            except ConformanceError as error:
+                if not webhook_unreachable(str(error)):
+                    raise
+                last["error"] = str(error)
+                return NotYet(str(error).splitlines()[0][-300:])
+            return True
+
+        try:
+            wait_for(f"{phase.label} (its webhook to answer)", applied, _WEBHOOK_ROUTE_TIMEOUT, 0.5)
+        except WaitTimeout:
+            raise ConformanceError(
+                f"{phase.label}: the webhook did not answer within {_WEBHOOK_ROUTE_TIMEOUT:.0f}s; "
+                f"last error: {last['error']}"
+            ) from None
 
     def _control_plane_answers(self, kind_ended: Callable[[], int | None]) -> bool:
         """Wait until kind's control plane serves the admin user (kubeadm binds its group
@@ -651,10 +691,7 @@ class KindStackCluster:
         self.create_and_install()
         kube = self._kube()
         started = time.monotonic()
-        probes = standard_probes()
-        if "training-operator" in self.controllers:
-            probes += training_operator_probes()
-        wait_for_admission(kube, probes, timeout=120, log_tails=lambda: "")
+        wait_for_admission(kube, self._admission_probes(), timeout=120, log_tails=lambda: "")
         self._timed("admission", started)
         self._timed("ready", self.started)
         say(f"kind timings (s): {self.timings}")
@@ -686,13 +723,141 @@ class KindStackCluster:
         ran_here = {**handle.controller_pods, "kube-system": ("kube-system", "")}
         for image, ran in running_images(kube, ran_here).items():
             handle.images.setdefault(image, ran)
+        self.watch = self._start_watch(handle)
+        handle.health_file = self.watch.path
+        self.handle = handle
+        return handle
+
+    def _admission_probes(self) -> list[AdmissionProbe]:
+        probes = standard_probes()
+        if "training-operator" in self.controllers:
+            probes += training_operator_probes()
+        return probes
+
+    def _start_watch(self, handle: ClusterHandle) -> StackWatch:
+        kube = self._kube()
         probes = [
             controller_pod_probe(kube, component, namespace, selector)
             for component, (namespace, selector) in handle.controller_pods.items()
         ]
-        self.watch = StackWatch(self.run_dir / HEALTH_FILE, probes, interval=2.0).start()
-        handle.health_file = self.watch.path
-        return handle
+        return StackWatch(self.run_dir / HEALTH_FILE, probes, interval=2.0).start()
+
+    def _stop_watch(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
+
+    def upgrade_refused(self) -> str | None:
+        if self.image_source != "local":
+            return (
+                "an in-place upgrade of a kind cluster with --image-source upstream (or "
+                "--registry-mirror) is not supported yet; use --image-source local"
+            )
+        return None
+
+    def upgrade_component(self, component: str, version: str) -> ComponentUpgrade:
+        """Move one running controller to another release in place: its image into every
+        node, then the new release's CRDs, its Deployment's rolling update, and the wait
+        until every admission probe of the stack is answered (cluster/kind/upgrade.py
+        says what each phase runs). The handle then names the new release, as does
+        the cluster itself (`existing` reads it from the Deployment's image).
+
+        A MultiKueue worker started beside this cluster (the catalog's, through
+        peer_beside) runs the profile the run started on: it is not upgraded.
+        """
+        kubectl, handle = self._upgradable(component, version)
+        with step(f"{component} {self.profile.version(component)} -> {version}: preparing"):
+            prepared = kind_upgrade.prepare(
+                self.profile, self.local, component, version,
+                lambda profile, local, only: self.install_steps(profile, kubectl, local, only),
+                self._load_image,
+            )  # fmt: skip
+        seconds = self._run_upgrade(kubectl, prepared, handle)
+        done = ComponentUpgrade(
+            component,
+            prepared.from_version,
+            version,
+            *seconds,
+            notes=prepared.notes(self._pod_node(component, prepared.image)),
+        )
+        self.profile, self.local = prepared.target, prepared.local
+        self.images[prepared.image] = store.image_id(prepared.image)
+        handle.images[prepared.image] = self.images[prepared.image]
+        handle.versions[component] = version
+        self.watch = self._start_watch(handle)
+        return done
+
+    def _upgradable(self, component: str, version: str) -> tuple[Path, ClusterHandle]:
+        """kubectl and the handle of a cluster that can make this upgrade; else one line."""
+        if self.kubectl is None or self.handle is None:
+            raise ConformanceError("the kind cluster is not up: nothing to upgrade")
+        if refused := self.upgrade_refused():
+            raise ConformanceError(refused)
+        kind_upgrade.check_request(component, version, self.controllers)
+        return self.kubectl, self.handle
+
+    def _load_image(self, image: str) -> tuple[int, float]:
+        """The image into every node of this cluster: how many, in how many seconds."""
+        nodes = reclaim.node_containers(self.name, harness_only=False)
+        return len(nodes), kind_upgrade.load_image(image, nodes, self.run_dir / "upgrade")
+
+    def _run_upgrade(
+        self, kubectl: Path, prepared: kind_upgrade.PreparedUpgrade, handle: ClusterHandle
+    ) -> tuple[float, float, float]:
+        """The step's phases; seconds of each (CRDs, manager, webhooks)."""
+        phases = prepared.phases
+        started = time.monotonic()
+        with step(f"{prepared.label}: CRDs"):
+            self._run_each(kubectl, phases.crds)
+        crds_done = time.monotonic()
+        self._stop_watch()  # the old Pod's end is the rolling update, not a breakage
+        with step(f"{prepared.label}: manager"):
+            self._run_each(kubectl, phases.manager)
+        manager_done = time.monotonic()
+        with step(f"{prepared.label}: webhooks"):
+            # A rollout is done when the new Pod is Ready, which is before every
+            # node routes the Service to it: a request the API server sends in
+            # between goes nowhere (measured on kind, docs/upgrades.md). What
+            # the new webhooks judge (the Trainer's runtimes) is applied once
+            # every admission probe is answered.
+            self._wait_admission(prepared.component, handle)
+            self._run_each(kubectl, phases.after)
+            for kind, name in prepared.dropped_webhooks:
+                self._kubectl(kubectl, "delete", "--ignore-not-found", f"{kind.lower()}/{name}")
+            self._wait_admission(prepared.component, handle)
+        return (
+            round(crds_done - started, 1),
+            round(manager_done - crds_done, 1),
+            round(time.monotonic() - manager_done, 1),
+        )
+
+    def _run_each(self, kubectl: Path, phases: list[Phase]) -> None:
+        for phase in phases:
+            self._run_phase(kubectl, phase)
+
+    def _wait_admission(self, component: str, handle: ClusterHandle) -> None:
+        """Every admission probe answered; on a timeout one line, with the controller's
+        log tail in a file of the run directory."""
+        tail = pod_log_tailer(self._kube(), handle.controller_pods)
+
+        def log_tail() -> str:
+            try:
+                return tail(component, 30)
+            except ApiError as error:
+                return f"(no log of {component}: {error})"
+
+        try:
+            wait_for_admission(self._kube(), self._admission_probes(), 120, log_tails=log_tail)
+        except ConformanceError as error:
+            first, _, details = str(error).partition("\n")
+            path = self.run_dir / f"upgrade-{component}-log-tail.txt"
+            path.write_text(details)
+            raise ConformanceError(f"{first} ({component}'s log tail: {path})") from None
+
+    def _pod_node(self, component: str, image: str) -> str | None:
+        namespace, _, selector = CONTROLLERS[component]
+        pods = self._kube().list(*POD, namespace=namespace, label_selector=selector)
+        return kind_upgrade.new_pod_node(pods, image)
 
     def _peer_kubeconfig(self) -> Path:
         """The kubeconfig with the API server at the control-plane container's address on
@@ -721,9 +886,7 @@ class KindStackCluster:
         """Leave the kind cluster running past this process (`kind delete cluster` removes it)."""
         hint = self._down_hint()
         unregister_cleanup(self.down)
-        if self.watch is not None:
-            self.watch.stop()
-            self.watch = None
+        self._stop_watch()
         if self.record is not None:
             self.record.state = "detached"
             self.record.write(self.run_dir)
@@ -734,9 +897,7 @@ class KindStackCluster:
 
     def down(self) -> None:
         unregister_cleanup(self.down)
-        if self.watch is not None:
-            self.watch.stop()
-            self.watch = None
+        self._stop_watch()
         if self.mirror is not None:
             mirror.disconnect(self.mirror)
         if self.record is not None and self.record.state == "running":

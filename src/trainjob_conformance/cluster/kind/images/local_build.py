@@ -40,3 +40,10 @@ def build_images(
     kind_source = module_source("kind", node_versions(profile)["kind"])
     built = catalog.ensure_node(versions, binaries, kind_source)
     return built, catalog.ensure_controller_images(versions, binaries)
+
+
+def build_controller_image(component: str, version: str) -> str:
+    """One controller's image at another release (an upgrade's), built as the install's
+    are: its binary from the pinned module, then the image around it."""
+    binaries = build_component(component, version)
+    return catalog.ensure_controller_images({component: version}, binaries)[component]

@@ -1,0 +1,395 @@
+"""The kind provider's in-place upgrade of one component, without a cluster: which
+phases and kubectl commands each component's step runs, the swapped profile, what
+the old release leaves behind, and how a step refuses what it cannot do. The step
+itself runs against a real kind cluster (`upgrade --cluster kind`, docs/upgrades.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.kind import install_plan as plans
+from trainjob_conformance.cluster.kind import upgrade
+from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies
+from trainjob_conformance.cluster.kind.provider import KindStackCluster
+from trainjob_conformance.cluster.registry import provider_kind
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.stack.profiles import load_profile
+
+pytestmark = pytest.mark.harness
+
+# A component's install steps, as the manifest builder names them.
+STEPS = {
+    "jobset": [("jobset", "jobset")],
+    "trainer": [("trainer-manager", "trainer"), ("trainer-runtimes", "trainer")],
+    "kueue": [("kueue", "kueue")],
+    "training-operator": [("training-operator", "training-operator")],
+}
+
+
+def steps_of(component: str) -> list[InstallStep]:
+    return [InstallStep(name, c, Path(f"/m/{name}.yaml")) for name, c in STEPS[component]]
+
+
+def _regrouped(controllers: list[InstallStep]) -> StackApplies:
+    stem = "+".join(s.name for s in controllers)
+    crds = tuple(Path(f"/m/{stem}.crds-{s.name}.yaml") for s in controllers)
+    return StackApplies(crds, Path(f"/m/{stem}.rest.yaml"), Path(f"/m/{stem}.hooks.yaml"))
+
+
+def _words(phases: list[plans.Phase]) -> list[list[str] | str]:
+    return [
+        phase.label if phase.crds_established else [" ".join(c.args) for c in phase.commands]
+        for phase in phases
+    ]
+
+
+APPLY = "apply --server-side --force-conflicts -f"
+
+
+def _rollout(namespace: str, deployment: str) -> list[str]:
+    return [f"-n {namespace} rollout status deployment/{deployment} --timeout=300s"]
+
+
+@pytest.mark.parametrize(
+    ("component", "stem", "manager", "after"),
+    [
+        (
+            "jobset",
+            "jobset",
+            [
+                [f"{APPLY} /m/jobset.rest.yaml"],
+                _rollout("jobset-system", "jobset-controller-manager"),
+            ],
+            [],
+        ),
+        (
+            "trainer",
+            "trainer-manager",
+            [
+                [f"{APPLY} /m/trainer-manager.rest.yaml"],
+                _rollout("kubeflow-system", "kubeflow-trainer-controller-manager"),
+            ],
+            # What the Trainer's webhook judges goes in once the new one serves.
+            [[f"{APPLY} /m/trainer-runtimes.yaml"]],
+        ),
+        (
+            "kueue",
+            "kueue",
+            # Kueue's webhook configurations with its manager, as at the install.
+            [
+                [f"{APPLY} /m/kueue.rest.yaml"],
+                [f"{APPLY} /m/kueue.hooks.yaml"],
+                _rollout("kueue-system", "kueue-controller-manager"),
+            ],
+            [],
+        ),
+        (
+            "training-operator",
+            "training-operator",
+            [
+                [f"{APPLY} /m/training-operator.rest.yaml"],
+                _rollout("kubeflow", "training-operator"),
+            ],
+            [],
+        ),
+    ],
+)
+def test_a_step_applies_the_crds_then_rolls_the_deployment_then_what_its_webhooks_judge(
+    component, stem, manager, after
+):
+    phases = upgrade.upgrade_phases(steps_of(component), _regrouped)
+    crds = STEPS[component][0][0]
+    assert _words(phases.crds) == [[f"{APPLY} /m/{stem}.crds-{crds}.yaml"], "CRDs established"]
+    assert _words(phases.manager) == manager
+    assert _words(phases.after) == after
+
+
+def test_only_the_upgrade_takes_over_fields_of_other_managers():
+    install = plans.install_plan(steps_of("jobset"), _regrouped)
+    assert all("--force-conflicts" not in c.args for p in install for c in p.commands)
+
+
+def test_manifests_without_a_controller_are_no_upgrade():
+    runtimes = [InstallStep("trainer-runtimes", "trainer", Path("/m/trainer-runtimes.yaml"))]
+    with pytest.raises(ConformanceError, match="no controller to upgrade"):
+        upgrade.upgrade_phases(runtimes, _regrouped)
+
+
+def test_the_swapped_profile_moves_one_component_and_keeps_the_clusters_name():
+    profile = load_profile("trainer-2.2")
+    swapped = upgrade.with_version(profile, "jobset", "v0.12.0")
+    assert swapped.name == profile.name
+    assert swapped.versions == {**profile.versions, "jobset": "v0.12.0"}
+    assert profile.versions["jobset"] == "v0.11.1"  # the cluster's own is left as it was
+    composed = load_profile("latest+kueue=v0.16.6")
+    moved = upgrade.with_version(composed, "kueue", "v0.19.2")
+    assert moved.overrides == {"kueue": "v0.19.2"} and moved.base == "latest"
+
+
+@pytest.mark.parametrize(
+    ("component", "version", "words"),
+    [
+        ("etcd", "v3.6.0", "upgrades one of jobset, trainer, kueue, training-operator"),
+        ("jobset", "0.12.0", "name a release tag"),
+        ("jobset", "v0.12.0-rc.1", "name a release tag"),
+        ("training-operator", "v1.9.3", "does not run on this cluster"),
+    ],
+)
+def test_an_upgrade_the_cluster_cannot_make_is_one_line(component, version, words):
+    with pytest.raises(ConformanceError, match=words) as refused:
+        upgrade.check_request(component, version, ["jobset", "trainer", "kueue"])
+    assert "\n" not in str(refused.value)
+
+
+def _manifest(path: Path, documents: list[dict]) -> InstallStep:
+    path.write_text(yaml.safe_dump_all(documents))
+    return InstallStep(path.stem, "jobset", path)
+
+
+def _object(kind: str, name: str) -> dict:
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}
+
+
+def test_webhook_configurations_the_new_release_dropped_are_found(tmp_path):
+    old = _manifest(
+        tmp_path / "old.yaml",
+        [
+            _object("ValidatingWebhookConfiguration", "jobset-validating"),
+            _object("MutatingWebhookConfiguration", "jobset-mutating"),
+            _object("Service", "jobset-webhook-service"),
+        ],
+    )
+    new = _manifest(
+        tmp_path / "new.yaml",
+        [
+            _object("ValidatingWebhookConfiguration", "jobset-validating"),
+            _object("ValidatingWebhookConfiguration", "jobset-validating-v2"),
+        ],
+    )
+    assert upgrade.dropped_webhooks([old], [new]) == [
+        ("MutatingWebhookConfiguration", "jobset-mutating")
+    ]
+    assert upgrade.dropped_webhooks([old], [old]) == []
+
+
+def test_an_image_goes_into_each_nodes_containerd_through_stdin_and_pinned():
+    command = upgrade.import_command("tjc-x-worker")
+    assert command[:4] == ["docker", "exec", "-i", "tjc-x-worker"]
+    assert "--namespace=k8s.io" in command and command[-1] == "-"
+    assert "--label=io.cri-containerd.pinned=pinned" in command
+
+
+def _pod(node: str, image: str, terminating: bool = False) -> dict:
+    metadata: dict = {"name": f"pod-{node}"}
+    if terminating:
+        metadata["deletionTimestamp"] = "2026-11-27T20:00:00Z"
+    return {"metadata": metadata, "spec": {"nodeName": node, "containers": [{"image": image}]}}
+
+
+def test_the_new_pod_is_the_one_running_the_new_image():
+    new = "tjc.local/jobset/jobset:v0.12.0"
+    pods = [
+        _pod("control-plane", "tjc.local/jobset/jobset:v0.11.1", terminating=True),
+        _pod("worker3", new, terminating=True),
+        _pod("worker2", new),
+    ]
+    assert upgrade.new_pod_node(pods, new) == "worker2"
+    assert upgrade.new_pod_node(pods[:1], new) is None
+
+
+def _prepared(tmp_path: Path, **changes) -> upgrade.PreparedUpgrade:
+    profile = load_profile("trainer-2.2")
+    fields = {
+        "component": "jobset",
+        "from_version": "v0.11.1",
+        "to_version": "v0.12.0",
+        "image": "tjc.local/jobset/jobset:v0.12.0",
+        "nodes": 4,
+        "load_seconds": 2.04,
+        "target": upgrade.with_version(profile, "jobset", "v0.12.0"),
+        "local": {},
+        "old_steps": [],
+        "new_steps": [],
+    }
+    return upgrade.PreparedUpgrade(**{**fields, **changes})
+
+
+def test_the_notes_say_what_the_step_did(tmp_path):
+    prepared = _prepared(tmp_path)
+    assert prepared.label == "jobset v0.11.1 -> v0.12.0"
+    assert prepared.notes("tjc-x-worker2") == (
+        "rolling update of deployment/jobset-controller-manager, its new Pod on tjc-x-worker2",
+        "image tjc.local/jobset/jobset:v0.12.0 loaded into 4 nodes (2.0s)",
+    )
+    assert prepared.notes(None)[0] == "rolling update of deployment/jobset-controller-manager"
+
+
+def test_preparing_loads_the_new_image_before_building_both_releases_manifests(monkeypatch):
+    profile = load_profile("trainer-2.2")
+    done: list[str] = []
+    image = "tjc.local/jobset/jobset:v0.12.0"
+    monkeypatch.setattr(upgrade.local_build, "build_controller_image", lambda c, v: image)
+
+    def load(name: str) -> tuple[int, float]:
+        done.append(f"load {name}")
+        return 4, 1.5
+
+    def build_steps(p, local, only):
+        done.append(f"manifests {p.versions['jobset']} {local['jobset']} {only}")
+        return [InstallStep("jobset", "jobset", Path(f"/m/{p.versions['jobset']}.yaml"))]
+
+    old_local = {"jobset": "tjc.local/jobset/jobset:v0.11.1", "kueue": "k"}
+    prepared = upgrade.prepare(profile, old_local, "jobset", "v0.12.0", build_steps, load)
+    assert done == [
+        f"load {image}",
+        "manifests v0.11.1 tjc.local/jobset/jobset:v0.11.1 ['jobset']",
+        f"manifests v0.12.0 {image} ['jobset']",
+    ]
+    assert prepared.local == {"jobset": image, "kueue": "k"}
+    assert old_local["jobset"].endswith("v0.11.1")
+    assert (prepared.from_version, prepared.nodes, prepared.load_seconds) == ("v0.11.1", 4, 1.5)
+
+
+def _up_cluster(tmp_path: Path, **options) -> KindStackCluster:
+    cluster = KindStackCluster(load_profile("trainer-2.2"), tmp_path, **options)
+    cluster.kubectl = Path("/bin/kubectl")
+    cluster.handle = ClusterHandle(
+        provider="kind",
+        kubeconfig=tmp_path / "kind-kubeconfig.yaml",
+        versions=dict(cluster.profile.versions),
+    )
+    return cluster
+
+
+def test_an_upgrade_is_refused_in_one_line_where_kind_cannot_make_it(tmp_path):
+    with pytest.raises(ConformanceError, match="not up"):
+        KindStackCluster(load_profile("trainer-2.2"), tmp_path).upgrade_component(
+            "jobset", "v0.12.0"
+        )
+    with pytest.raises(ConformanceError, match=r"upstream .* is not supported yet"):
+        _up_cluster(tmp_path, image_source="upstream").upgrade_component("jobset", "v0.12.0")
+    # Asked before the cluster starts (cli/upgrade.py), so the refusal costs no cluster.
+    unstarted = KindStackCluster(load_profile("trainer-2.2"), tmp_path, image_source="upstream")
+    assert "not supported yet; use --image-source local" in (unstarted.upgrade_refused() or "")
+    assert KindStackCluster(load_profile("trainer-2.2"), tmp_path).upgrade_refused() is None
+    # trainer-2.2 runs no training-operator; an upgrade does not install one.
+    with pytest.raises(ConformanceError, match="training-operator does not run"):
+        _up_cluster(tmp_path).upgrade_component("training-operator", "v1.9.3")
+
+
+class _Watch:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.path = Path("health.json")
+
+    def stop(self) -> None:
+        self.log.append("watch stopped")
+
+
+def test_a_step_stops_the_watch_for_the_rollout_and_reports_the_new_release(tmp_path, monkeypatch):
+    cluster = _up_cluster(tmp_path)
+    log: list[str] = []
+    cluster.watch = _Watch(log)  # type: ignore[assignment]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    validating = _object("ValidatingWebhookConfiguration", "jobset-validating")
+    dropped = _object("MutatingWebhookConfiguration", "jobset-old-mutating")
+    prepared = _prepared(
+        tmp_path,
+        local={"jobset": "tjc.local/jobset/jobset:v0.12.0"},
+        old_steps=[_manifest(tmp_path / "old" / "jobset.yaml", [validating, dropped])],
+        new_steps=[_manifest(tmp_path / "new" / "jobset.yaml", [validating])],
+    )
+    monkeypatch.setattr(upgrade, "prepare", lambda *args: prepared)
+    phases = upgrade.upgrade_phases
+    monkeypatch.setattr(upgrade, "upgrade_phases", lambda steps: phases(steps, _regrouped))
+    monkeypatch.setattr(
+        cluster, "_run_phase", lambda kubectl, phase: log.append(f"phase {phase.label}")
+    )
+    monkeypatch.setattr(cluster, "_kubectl", lambda kubectl, *args: log.append(" ".join(args)))
+    monkeypatch.setattr(cluster, "_wait_admission", lambda c, h: log.append(f"admission {c}"))
+    monkeypatch.setattr(cluster, "_pod_node", lambda c, image: "tjc-x-worker2")
+    monkeypatch.setattr(cluster, "_start_watch", lambda handle: log.append("watch started"))
+    monkeypatch.setattr("trainjob_conformance.cluster.kind.images.store.image_id", lambda i: "sha")
+
+    done = cluster.upgrade_component("jobset", "v0.12.0")
+
+    assert log == [
+        "phase apply crds-jobset",
+        "phase CRDs established",
+        "watch stopped",
+        "phase apply rest",
+        "phase rollout jobset-controller-manager",
+        # Answered before anything the new webhooks judge is applied, and after.
+        "admission jobset",
+        "delete --ignore-not-found mutatingwebhookconfiguration/jobset-old-mutating",
+        "admission jobset",
+        "watch started",
+    ]
+    assert (done.component, done.from_version, done.to_version) == ("jobset", "v0.11.1", "v0.12.0")
+    assert done.notes == prepared.notes("tjc-x-worker2")
+    assert cluster.handle is not None and cluster.handle.versions["jobset"] == "v0.12.0"
+    assert cluster.profile.versions["jobset"] == "v0.12.0"
+    assert cluster.local["jobset"] == "tjc.local/jobset/jobset:v0.12.0"
+
+
+def test_kind_offers_upgrades():
+    assert provider_kind("kind").upgrades
+
+
+def test_an_apply_no_webhook_could_answer_is_told_from_a_refusal():
+    from trainjob_conformance.cluster.kind.install_plan import webhook_unreachable
+
+    refused = (
+        "Error from server (InternalError): Internal error occurred: failed calling webhook "
+        '"validator.clustertrainingruntime.trainer.kubeflow.org": failed to call webhook: Post '
+        '"https://kubeflow-trainer-controller-manager.kubeflow-system.svc:443/validate": '
+        "dial tcp 10.96.150.120:443: connect: connection refused"
+    )
+    intercepted = refused.replace(
+        "dial tcp 10.96.150.120:443: connect: connection refused",
+        "tls: failed to verify certificate: x509: certificate is valid for deb.debian.org, "
+        "not kubeflow-trainer-controller-manager.kubeflow-system.svc",
+    )
+    denied = (
+        'admission webhook "validator.clustertrainingruntime.trainer.kubeflow.org" denied '
+        "the request: spec.template: Invalid value"
+    )
+    assert webhook_unreachable(refused)
+    assert webhook_unreachable(intercepted)
+    assert not webhook_unreachable(denied)
+    assert not webhook_unreachable("error: the server doesn't have a resource type")
+
+
+def test_a_phase_refused_by_an_unrouted_webhook_is_applied_again_until_it_answers(
+    tmp_path, monkeypatch
+):
+    from trainjob_conformance.cluster.kind.install_plan import Command, Phase
+
+    cluster = _up_cluster(tmp_path)
+    unreachable = 'failed calling webhook "v.trainer": dial tcp 10.96.0.9:443: connection refused'
+    answers = [ConformanceError(unreachable), ConformanceError(unreachable), None]
+    calls: list[int] = []
+
+    def apply(kubectl, commands):
+        calls.append(len(commands))
+        error = answers.pop(0)
+        if error is not None:
+            raise error
+
+    monkeypatch.setattr(cluster, "_kubectl_at_once", apply)
+    phase = Phase((Command(("apply", "-f", "runtimes.yaml"), "apply trainer-runtimes"),))
+    cluster._run_phase(Path("kubectl"), phase)
+    assert calls == [1, 1, 1]
+
+    # Anything else stops the install at once, in its own words.
+    monkeypatch.setattr(
+        cluster, "_kubectl_at_once",
+        lambda kubectl, commands: (_ for _ in ()).throw(ConformanceError("kubectl apply: bad yaml")),
+    )  # fmt: skip
+    with pytest.raises(ConformanceError, match="bad yaml"):
+        cluster._run_phase(Path("kubectl"), phase)
