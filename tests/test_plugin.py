@@ -17,6 +17,7 @@ TJ-X-001:
     - trainer: "<2.3.0"
       outcome: known-gap
       reference: upstream issue 123
+  layer: "controller reconcile: JobSet"
 TJ-X-002:
   title: t
   statement: s
@@ -67,6 +68,10 @@ def test_it(trainjob_policy):
     result.stdout.fnmatch_lines(["*TJ-X-001*known-gap*"])
     assert (
         "KNOWN UPSTREAM GAP TJ-X-001 on Trainer v2.2.1: upstream issue 123" in result.stdout.str()
+    )
+    # The gap's layer is the catalog's (the reason names no responder), and counted.
+    result.stdout.fnmatch_lines(
+        ["*layer: controller reconcile: JobSet", "by layer: controller reconcile 1, harness 1"]
     )
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from trainjob_conformance.plugin.options import Settings
 from trainjob_conformance.policies.catalog import Policy
+from trainjob_conformance.policies.layers import HARNESS
 from trainjob_conformance.report.model import ERROR, PolicyResult
 
 # The marker expression the harness itself passes (`run`): not a user's selection.
@@ -68,7 +69,7 @@ def missing_results(
     """An ERROR row for each expected policy without a result."""
     judged = {row.policy for row in rows}
     return [
-        PolicyResult(policy, catalog[policy].title, ERROR, 0.0, "", MISSING_REASON)
+        PolicyResult(policy, catalog[policy].title, ERROR, 0.0, "", MISSING_REASON, layer=HARNESS)
         for policy in expected
         if policy not in judged
     ]

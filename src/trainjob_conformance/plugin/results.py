@@ -26,10 +26,12 @@ from trainjob_conformance.plugin.options import Settings, is_xdist_worker
 from trainjob_conformance.plugin.session import ClusterSession
 from trainjob_conformance.plugin.verdict_report import decode
 from trainjob_conformance.policies.catalog import Policy
+from trainjob_conformance.policies.layers import counts_by_kind, layer_of
 from trainjob_conformance.report.archive import COMMAND_ENV, RECORD_SUFFIX, write_archive
 from trainjob_conformance.report.model import (
     ERROR,
     FAIL,
+    GAP_CLOSED,
     KNOWN_GAP,
     PASS,
     PolicyResult,
@@ -42,6 +44,8 @@ from trainjob_conformance.stack.compose import describe
 
 # Results whose record is always kept; with --trainjob-record every result's is.
 _RECORDED_ALWAYS = (FAIL, KNOWN_GAP)
+# Results a reader routes upstream, each with the layer behind it.
+_ROUTED = (FAIL, KNOWN_GAP, GAP_CLOSED, ERROR)
 
 
 class PolicyResults:
@@ -78,14 +82,17 @@ class PolicyResults:
         verdict = decode(report)
         if verdict is None:
             return
+        policy = self.catalog()[verdict.policy]
         row = PolicyResult(
             policy=verdict.policy,
-            title=self.catalog()[verdict.policy].title,
+            title=policy.title,
             result=verdict.result,
             seconds=round(report.duration, 1),
             test=report.nodeid,
             reason=verdict.reason if verdict.result != PASS else "",
         )
+        if verdict.result in _ROUTED:
+            row.layer = layer_of(verdict.result, verdict.reason, policy.layer)
         if verdict.result != PASS and self.settings.report_dir is not None:
             row.diagnostics = self._write_diagnostics(report, verdict.details)
         keep = verdict.result in _RECORDED_ALWAYS or self.settings.record
@@ -252,6 +259,13 @@ class PolicyResults:
             terminalreporter.line(f"{padding} {row.seconds:7.1f}s  {row.test}")
             if row.result == ERROR:
                 terminalreporter.write_line(f"{'':{width}} {row.reason}")
+            if row.layer:
+                terminalreporter.write_line(f"{'':{width}} layer: {row.layer}")
+        routed = counts_by_kind(row.layer for row in self.rows)
+        if routed:
+            terminalreporter.write_line(
+                "by layer: " + ", ".join(f"{kind} {count}" for kind, count in routed.items())
+            )
         if self.interrupted:
             terminalreporter.write_line(
                 "interrupted: policies that did not run are absent from the report"

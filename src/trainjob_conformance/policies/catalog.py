@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.policies.layers import check_declared
 from trainjob_conformance.policies.versions import in_range, parse_range
 
 
@@ -68,6 +69,9 @@ class Policy:
     # Who judges it: `run` (any run of the suite) or `upgrade` (only an upgrade's
     # judges, on the objects it keeps in flight; see JUDGED_BY).
     judged_by: str = "run"
+    # The layer of the stack the statement is about (policies/layers.py): the one a
+    # failure is routed to where the cluster's words name no other ("" undeclared).
+    layer: str = ""
 
     @property
     def upgrade_only(self) -> bool:
@@ -262,6 +266,9 @@ def load_catalog(path: Path) -> dict[str, Policy]:
                 f"{path}: policy {policy_id} judged_by {judged_by!r}: give one of "
                 f"{', '.join(JUDGED_BY)}"
             )
+        layer = " ".join(str(entry.get("layer", "")).split())
+        if layer and (why := check_declared(layer)):
+            raise ConformanceError(f"{path}: policy {policy_id}: {why}")
         catalog[policy_id] = Policy(
             id=policy_id,
             title=str(entry["title"]),
@@ -272,5 +279,6 @@ def load_catalog(path: Path) -> dict[str, Policy]:
             component=component,
             breaks=tuple(_breaks(policy_id, entry, component, str(path))),
             judged_by=judged_by,
+            layer=layer,
         )
     return catalog

@@ -177,6 +177,7 @@ def _detail(row: Row, run: Run, cell: Cell, page_dir: Path) -> str:
                     "result": test.result,
                     "seconds": test.seconds,
                     "reason": test.reason,
+                    "layer": test.layer,
                     "css": lookup(test.result).css,
                     "link": diagnostics_link(run, test.diagnostics, page_dir),
                 }
@@ -192,7 +193,9 @@ def _cell_tooltip(row: Row, run: Run, cell: Cell) -> str:
         return head + "absent: this run has no result for the policy"
     lines = [f"{head}{cell.result}, {_seconds(cell.seconds or 0.0)}"]
     lines += [
-        f"{test.result}: {test.reason}" if len(cell.tests) == 1 else f"{test.test}: {test.reason}"
+        (f"{test.result}" if len(cell.tests) == 1 else test.test)
+        + (f" [{test.layer}]" if test.layer else "")
+        + f": {test.reason}"
         for test in cell.tests
         if test.reason
     ]

@@ -20,9 +20,10 @@ ERROR = "ERROR"  # the stack broke (a component died, the cluster never started)
 RESULTS = (PASS, FAIL, KNOWN_GAP, GAP_CLOSED, NOT_APPLICABLE, SKIPPED, ERROR)
 # Worst first: a policy with several tests (parametrized) shows the worst of them.
 SEVERITY = (ERROR, FAIL, GAP_CLOSED, SKIPPED, KNOWN_GAP, PASS, NOT_APPLICABLE)
-# 2: ERROR results, `interrupted` and `stack_errors`. Format 1 files still read.
-FORMAT_VERSION = 2
-_READABLE_FORMATS = (1, 2)
+# 2: ERROR results, `interrupted` and `stack_errors`; 3: each result's `layer`.
+# Formats 1 and 2 still read.
+FORMAT_VERSION = 3
+_READABLE_FORMATS = (1, 2, 3)
 
 
 @dataclass
@@ -34,6 +35,8 @@ class PolicyResult:
     test: str
     reason: str = ""
     diagnostics: str = ""  # path, relative to the report directory
+    # The layer that answered or did not act (policies/layers.py): FAIL, known gap, ERROR.
+    layer: str = ""
 
 
 @dataclass

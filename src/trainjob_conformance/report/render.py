@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainjob_conformance.policies.layers import counts_by_kind
 from trainjob_conformance.report.files import write_whole
 from trainjob_conformance.report.model import (
     ERROR,
@@ -82,9 +83,13 @@ def _problems(reports: list[RunReport]) -> list[Problem]:
 
 def _totals(report: RunReport) -> str:
     counts = report.counts()
-    return ", ".join(
+    totals = ", ".join(
         f"{counts[word]} {entry.word}" for word, entry in WORDS.items() if word in counts
     )
+    routed = counts_by_kind(r.layer for r in report.results)
+    if routed:
+        totals += "; by layer: " + ", ".join(f"{kind} {n}" for kind, n in routed.items())
+    return totals
 
 
 def _versions(report: RunReport) -> str:
@@ -119,8 +124,9 @@ def markdown(reports: list[RunReport]) -> str:
         for problem in problems:
             result = problem.result
             where = f" ([diagnostics]({result.diagnostics}))" if result.diagnostics else ""
+            layer = f" [{result.layer}]" if result.layer else ""
             lines.append(
-                f"- {problem.word.word} **{result.policy}** on {problem.profile}: "
+                f"- {problem.word.word} **{result.policy}** on {problem.profile}{layer}: "
                 f"{result.reason}{where}"
             )
     return "\n".join(lines) + "\n"

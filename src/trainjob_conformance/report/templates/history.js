@@ -23,6 +23,7 @@
       var p = add(panel, 'p', undefined, 'test');
       add(p, 'span', ' ' + t.result + ' ', 'word ' + t.css);
       add(p, 'span', ' ' + t.test + ' (' + t.seconds.toFixed(1) + 's)');
+      if (t.layer) add(p, 'div', 'layer: ' + t.layer, 'layer');
       if (t.reason) add(p, 'div', t.reason, 'reason');
       if (t.link) {
         var a = add(p, 'a', 'diagnostics', 'diagnostics');
