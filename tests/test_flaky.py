@@ -96,8 +96,60 @@ def test_the_history_page_tags_a_flaky_policy_and_writes_states_and_badges(tmp_p
         run.report.write(directory)
         directories.append(directory)
 
-    page, _ = write_history(directories, tmp_path / "h.html")
+    page, _, _ = write_history(directories, tmp_path / "h.html")
 
     assert "FLAKY latest (embedded)" in page.read_text()
     assert (tmp_path / "h-states.json").is_file()
     assert "1 flaky" in (tmp_path / "badge-latest.svg").read_text()
+
+
+def test_diff_marks_a_regression_in_a_cell_the_history_calls_flaky(tmp_path, capsys):
+    from trainjob_conformance.cli.main import main
+
+    directories = []
+    for run in (night(1, "pass"), night(2, "FAIL"), night(3, "pass"), night(4, "pass")):
+        directory = tmp_path / run.source.name
+        run.report.write(directory)
+        directories.append(directory)
+    write_history(directories, tmp_path / "h.html")
+    tonight = tmp_path / "5"
+    night(5, "FAIL").report.write(tonight)
+
+    code = main(
+        ["diff", str(directories[-1]), str(tonight), "--states", str(tmp_path / "h-states.json")]
+    )
+
+    out = capsys.readouterr().out
+    # Still a regression (exit 1), said to be in a flaky cell, with its flips.
+    assert code == 1
+    assert (
+        "newly failing: P-1 on latest (e2e/t.py::t): pass -> FAIL [already FLAKY: 2 flips in 4 runs;"
+        in out
+    )
+    assert "2026-11-02T02:17:00+00:00: pass -> FAIL (night 2)" in out
+    assert "1 of the regressions above are in cells the history calls FLAKY" in out
+    # Without the states, the same regression is plain.
+    assert main(["diff", str(directories[-1]), str(tonight)]) == 1
+    assert "FLAKY" not in capsys.readouterr().out
+
+
+def test_diff_refuses_a_file_that_is_not_history_states_in_one_line(tmp_path, capsys):
+    from trainjob_conformance.cli.main import main
+
+    night(1, "pass").report.write(tmp_path / "1")
+    (tmp_path / "states.json").write_text('{"counts": {}}')
+
+    code = main(
+        [
+            "diff",
+            str(tmp_path / "1"),
+            str(tmp_path / "1"),
+            "--states",
+            str(tmp_path / "states.json"),
+        ]
+    )
+
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.endswith("(no list of policies); give the <page>-states.json beside a history page")
+    assert "\n" not in err and "Traceback" not in err

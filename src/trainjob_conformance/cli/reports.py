@@ -22,6 +22,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     diff.add_argument("old", help="earlier result JSON, report directory or results archive")
     diff.add_argument("new", help="later result JSON, report directory or results archive")
+    diff.add_argument(
+        "--states",
+        metavar="FILE",
+        help="the <page>-states.json `history` wrote: a regression in a cell it calls FLAKY "
+        "is marked so, with its flips (the exit code is unchanged)",
+    )
     diff.set_defaults(func=run_diff)
 
     history = sub.add_parser(
@@ -64,19 +70,20 @@ def _beside(results: Path) -> Path:
 
 def run_diff(args: argparse.Namespace) -> int:
     from trainjob_conformance.report.diff import diff_reports
+    from trainjob_conformance.report.flaky import read_states
     from trainjob_conformance.report.model import read_reports
 
-    diff = diff_reports(read_reports(Path(args.old)), read_reports(Path(args.new)))
+    states = read_states(Path(args.states)) if args.states else None
+    diff = diff_reports(read_reports(Path(args.old)), read_reports(Path(args.new)), states)
     print("\n".join(diff.lines()))
     return diff.exit_code
 
 
 def run_history(args: argparse.Namespace) -> int:
-    from trainjob_conformance.report.flaky import FLAKY, policy_states
+    from trainjob_conformance.report.flaky import FLAKY
     from trainjob_conformance.report.history import write_history
 
-    page, history = write_history([Path(d) for d in args.directories], Path(args.output))
-    states = policy_states(history.runs)
+    page, history, states = write_history([Path(d) for d in args.directories], Path(args.output))
     flaky = sorted({f"{s.policy} on {s.profile}" for s in states if s.state == FLAKY})
     print(
         f"states: {page.with_suffix('')}-states.json; badges: badge-<profile>.svg beside the page"

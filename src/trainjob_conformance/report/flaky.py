@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import html
 import itertools
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
+from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.report.history_grid import Run
 from trainjob_conformance.report.model import (
     ERROR,
@@ -98,6 +101,34 @@ def summary(states: list[PolicyState], window: int) -> dict[str, object]:
         column = counts.setdefault(f"{state.profile} ({state.provider})", dict.fromkeys(STATES, 0))
         column[state.state] += 1
     return {"window_runs": window, "counts": counts, "policies": [asdict(s) for s in states]}
+
+
+def read_states(path: Path) -> dict[tuple[str, str, str], PolicyState]:
+    """The states a `history` wrote (summary()), keyed (policy, profile, provider);
+    a file that is not one is one line."""
+
+    def refuse(why: str) -> ConformanceError:
+        return ConformanceError(
+            f"--states {path} is not a states file `history` wrote ({why}); give the "
+            "<page>-states.json beside a history page"
+        )
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise refuse(getattr(error, "strerror", None) or str(error)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("policies"), list):
+        raise refuse("no list of policies")
+    states = {}
+    for entry in data["policies"]:
+        try:
+            state = PolicyState(**entry)
+        except TypeError as error:
+            raise refuse(f"an unexpected entry: {error}") from None
+        if state.state not in STATES:
+            raise refuse(f"unknown state {state.state!r}")
+        states[state.key] = state
+    return states
 
 
 _COLOURS = {PASSING: "#2e7d32", FAILING: "#c62828", FLAKY: "#ef6c00"}

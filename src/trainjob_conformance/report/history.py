@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.report.flaky import badge, policy_states, summary
+from trainjob_conformance.report.flaky import PolicyState, badge, policy_states, summary
 from trainjob_conformance.report.history_grid import History, build_history, load_runs
 from trainjob_conformance.report.history_page import html_page
 from trainjob_conformance.report.words import ABSENT
@@ -34,7 +34,7 @@ def badge_path(page: Path, profile: str) -> Path:
     return page.with_name(f"badge-{profile.replace(' -> ', '-to-')}.svg")
 
 
-def write_history(directories: list[Path], output: Path) -> tuple[Path, History]:
+def write_history(directories: list[Path], output: Path) -> tuple[Path, History, list[PolicyState]]:
     """The page, and beside it `<page>-states.json` (each policy's PASSING, FAILING or
     FLAKY per profile and provider) and a badge per profile."""
 
@@ -61,4 +61,4 @@ def write_history(directories: list[Path], output: Path) -> tuple[Path, History]
             badge_path(output, profile).write_text(badge(profile, states))
     except OSError as error:
         raise refuse(error) from None
-    return output, history
+    return output, history, states
