@@ -54,3 +54,13 @@ def test_an_upgrade_has_a_tox_env() -> None:
     assert "trainjob-conformance upgrade --from trainer-2.1 --to latest" in resolved(
         "upgrade", "commands"
     )
+
+
+def test_kind_an_upgrade_on_kind_and_compat_have_tox_envs() -> None:
+    """A nightly job calls each by its env name, beside the profiles' envs."""
+    assert "run --cluster kind --profile latest" in resolved("kind", "commands")
+    assert "upgrade --cluster kind --from trainer-2.2 --to latest" in resolved(
+        "upgrade-kind", "commands"
+    )
+    assert "trainjob-conformance compat --trainer v2.2.1,v2.3.0" in resolved("compat", "commands")
+    assert {"kind", "upgrade-kind", "compat"} <= set(tox_envs())

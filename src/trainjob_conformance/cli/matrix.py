@@ -68,7 +68,7 @@ def run_matrix(args: argparse.Namespace) -> int:
     record_command()
     if args.jobs > 1 and provider_kind(args.cluster).needs_build_cache:
         _build_before_fanning_out(profiles)
-    tasks = [Task(name, _matrix_child(args, name)) for name in profiles]
+    tasks = [Task(name, matrix_child(args, name)) for name in profiles]
     outcomes = FanOut(tasks, args.jobs, exit_code=lambda c: children.PYTEST_EXIT.get(c, c)).run()
     md, page = write_reports(read_reports(Path(args.report)), Path(args.report))
     print(f"matrix report: {md} and {page}")
@@ -85,7 +85,7 @@ def _build_before_fanning_out(profiles: list[str]) -> None:
         build_profile(load_profile(name))
 
 
-def _matrix_child(args: argparse.Namespace, profile: str) -> Callable[[], subprocess.Popen[bytes]]:
+def matrix_child(args: argparse.Namespace, profile: str) -> Callable[[], subprocess.Popen[bytes]]:
     """How one profile's pytest starts: its own run directory (so its own cluster,
     ports and ledger); with --jobs > 1 its output goes to <report>/logs/<profile>.log
     so that concurrent runs stay readable."""

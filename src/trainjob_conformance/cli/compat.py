@@ -1,0 +1,191 @@
+"""`compat`: which Trainer, Kueue and JobSet releases work together, from a run of each
+combination (report/compat.py decides each cell's word from what its run saw)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from trainjob_conformance.cli.matrix import job_count, matrix_child
+from trainjob_conformance.cli.run import add_cluster_options, check_run_args, record_command
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.progress import say
+
+AXES = ("trainer", "kueue", "jobset")
+# The cells' stack checks and the Kueue paths a skew breaks first: a table in
+# minutes where the whole catalog takes an hour.
+SMOKE = ("TJ-STACK-001", "KQ-ADMIT-001", "KQ-ADMIT-002", "KQ-QUOTA-001", "KQ-PODSET-001")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    compat = sub.add_parser(
+        "compat",
+        help="the Trainer x Kueue x JobSet compatibility table, from a run per combination",
+        description="Exit codes: 0 every cell compatible; 1 a cell incompatible, with "
+        "policies broken, or not run; 2 bad input. The table is written in every case.",
+    )
+    for axis in AXES:
+        compat.add_argument(
+            f"--{axis}",
+            metavar="RELEASES",
+            help=f"comma-separated {axis} releases (default: every profile's, and the newest "
+            "patch of each of their minors on the module proxy)",
+        )
+    choose = compat.add_mutually_exclusive_group()
+    choose.add_argument(
+        "--policies", metavar="IDS", help="comma-separated policy IDs to judge each cell by"
+    )
+    choose.add_argument(
+        "--smoke", action="store_true", help=f"judge each cell by {', '.join(SMOKE)}"
+    )
+    compat.add_argument(
+        "-j", "--jobs", default="1", help="cells run at once (default: %(default)s)"
+    )
+    add_cluster_options(compat)
+    compat.set_defaults(func=run_compat, report="reports/compat")
+
+
+def _listed(text: str, axis: str) -> list[str]:
+    releases = [r.strip() for r in text.split(",")]
+    if not all(releases):
+        raise ConformanceError(f"--{axis} {text!r}: give comma-separated releases, e.g. v0.16.6")
+    return list(dict.fromkeys(releases))
+
+
+def _default_releases(axis: str, notes: list[str]) -> list[str]:
+    """Every profile's release of the component, and the newest patch of each of
+    their minors where the proxy answers (else a note, and the pins only)."""
+    from trainjob_conformance.stack import goproxy
+    from trainjob_conformance.stack.components import COMPONENTS
+    from trainjob_conformance.stack.profiles import load_profile, profile_names
+
+    pinned = {load_profile(name).version(axis) for name in profile_names()}
+    listed = goproxy.releases(COMPONENTS[axis].module)
+    if not isinstance(listed, list):
+        notes.append(f"{axis}: the newest patches not added: {listed.detail()}")
+        return sorted(pinned, key=goproxy.release_key)
+    minors = {goproxy.release_key(v)[:2] for v in pinned}
+    newest = {
+        max((v for v in listed if goproxy.release_key(v)[:2] == minor), key=goproxy.release_key)
+        for minor in minors
+        if any(goproxy.release_key(v)[:2] == minor for v in listed)
+    }
+    return sorted(pinned | newest, key=goproxy.release_key)
+
+
+def _usable(axis: str, releases: list[str], notes: list[str]) -> list[str]:
+    """The releases that exist; each other one is a note in one line, and left out."""
+    from trainjob_conformance.stack import goproxy
+    from trainjob_conformance.stack.components import COMPONENTS
+    from trainjob_conformance.stack.compose import parse_override
+    from trainjob_conformance.stack.gobuild import binary_path
+
+    usable = []
+    for version in releases:
+        try:
+            parse_override(f"{axis}={version}")
+            component = COMPONENTS[axis]
+            if not all(binary_path(axis, version, b).is_file() for b in component.binaries):
+                goproxy.require_release(component.module, version)
+        except ConformanceError as error:
+            notes.append(f"{axis} {version} left out: {error}")
+            continue
+        usable.append(version)
+    return usable
+
+
+def cell_profile(trainer: str, kueue: str, jobset: str) -> str:
+    """The composed profile a cell runs as: the profile that pins this Trainer
+    (else latest), with Kueue and JobSet set to the cell's."""
+    from trainjob_conformance.stack.compose import composed_name
+    from trainjob_conformance.stack.profiles import DEFAULT_PROFILE, load_profile, profile_names
+
+    bases = [name for name in profile_names() if load_profile(name).version("trainer") == trainer]
+    base = load_profile(bases[0] if bases else DEFAULT_PROFILE)
+    wanted = {"trainer": trainer, "kueue": kueue, "jobset": jobset}
+    overrides = {k: v for k, v in wanted.items() if base.version(k) != v}
+    return composed_name(base.name, overrides)
+
+
+def run_compat(args: argparse.Namespace) -> int:
+    from trainjob_conformance.fanout import FanOut, Task
+    from trainjob_conformance.report.compat import COMPATIBLE, Cell, CompatTable, judge, write_table
+    from trainjob_conformance.report.model import RunReport, read_reports
+    from trainjob_conformance.report.render import write_reports
+    from trainjob_conformance.stack.gobuild import build_profile
+    from trainjob_conformance.stack.profiles import load_profile
+    from trainjob_conformance.stack.skew import skews
+
+    args.jobs = job_count(args.jobs)
+    if args.cluster == "existing":
+        raise ConformanceError(
+            "compat builds each combination; an existing cluster runs what is installed: "
+            "use `run --cluster existing`, whose report names its releases"
+        )
+    args.policy = (
+        list(SMOKE) if args.smoke else _listed(args.policies, "policies") if args.policies else []
+    )
+    check_run_args(args)
+    notes: list[str] = []
+    axes = {
+        axis: _usable(
+            axis,
+            _listed(getattr(args, axis), axis)
+            if getattr(args, axis)
+            else _default_releases(axis, notes),
+            notes,
+        )
+        for axis in AXES
+    }
+    for note in notes:
+        say(note)
+    empty = [axis for axis in AXES if not axes[axis]]
+    if empty:
+        raise ConformanceError(
+            f"no {' and no '.join(empty)} release left to run; see the lines above"
+        )
+    record_command()
+    report_dir = Path(args.report)
+    cells = [
+        Cell(trainer, kueue, jobset, cell_profile(trainer, kueue, jobset))
+        for jobset in axes["jobset"]
+        for trainer in axes["trainer"]
+        for kueue in axes["kueue"]
+    ]
+    say(f"compat: {len(cells)} cells ({' x '.join(f'{len(axes[a])} {a}' for a in AXES)})")
+    runnable = []
+    for cell in cells:
+        profile = load_profile(cell.profile)
+        began = time.monotonic()
+        try:
+            cell.skews = [skew.line() for skew in skews(profile.versions)]
+        except ConformanceError as error:
+            cell.skews = [f"not checked: {error}"]
+        cell.skew_seconds = round(time.monotonic() - began, 2)
+        for line in cell.skews:
+            say(f"schema skew in {cell.profile}: {line}")
+        try:
+            build_profile(profile)
+        except ConformanceError as error:
+            cell.reason = f"the build refused it: {error}"
+            say(f"{cell.profile}: not run: {cell.reason}")
+            continue
+        runnable.append(cell)
+    tasks = [Task(cell.profile, matrix_child(args, cell.profile)) for cell in runnable]
+    if tasks:
+        FanOut(tasks, args.jobs, exit_code=lambda code: code).run()
+    for cell in cells:
+        path = report_dir / f"{cell.profile}.json"
+        report = RunReport.read(path) if cell in runnable and path.is_file() else None
+        judge(cell, report)
+    label = f"the policies {', '.join(args.policy)}" if args.policy else "the catalog"
+    table = CompatTable(cells, axes["trainer"], axes["kueue"], axes["jobset"], label, notes)
+    if any(c in runnable for c in cells):
+        write_reports(read_reports(report_dir), report_dir)
+    paths = write_table(table, report_dir)
+    counts = ", ".join(f"{n} {word}" for word, n in table.counts().items() if n)
+    print(f"compat: {counts}; table: {', '.join(str(p) for p in paths)}")
+    for cell in cells:
+        print(f"  {cell.profile}: {cell.word}: {cell.reason}")
+    return 0 if all(cell.word == COMPATIBLE for cell in cells) else 1
