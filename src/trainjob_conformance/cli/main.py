@@ -24,6 +24,7 @@ from trainjob_conformance.cli import (
     reports,
     repro,
     run,
+    soak,
     upgrade,
 )
 from trainjob_conformance.errors import ConformanceError
@@ -44,6 +45,7 @@ COMMANDS = (
     reports,
     repro,
     bench,
+    soak,
 )
 
 

@@ -1,0 +1,114 @@
+"""The flake table of a soak: each policy over many catalog runs of the same stack,
+on one kept cluster and on fresh ones, with every result that was not its usual one.
+
+A policy is flaky when its runs of the same releases and catalog did not all give
+the same word (skipped results, a run that did not reach the policy, aside): a
+known gap every time is steady, a pass once and a FAIL once is not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from trainjob_conformance.report.files import write_whole
+from trainjob_conformance.report.model import SKIPPED, RunReport
+
+KEPT = "kept"
+FRESH = "fresh"
+
+
+@dataclass(frozen=True)
+class SoakRun:
+    label: str  # kept-003, fresh-001
+    mode: str  # KEPT: one cluster for all such runs; FRESH: a cluster of its own
+    provider: str  # where the cluster came from (the run itself judges it as `existing`)
+    report: RunReport
+
+
+@dataclass
+class PolicyFlakes:
+    policy: str
+    provider: str
+    runs: int = 0
+    kept: int = 0
+    fresh: int = 0
+    words: dict[str, int] = field(default_factory=dict)
+    # Each result other than the policy's usual word: (run, word, reason).
+    odd: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def flaky(self) -> bool:
+        return len([w for w in self.words if w != SKIPPED]) > 1
+
+    @property
+    def usual(self) -> str:
+        return Counter(self.words).most_common(1)[0][0] if self.words else ""
+
+
+def flake_table(runs: list[SoakRun]) -> list[PolicyFlakes]:
+    rows: dict[tuple[str, str], PolicyFlakes] = {}
+    seen: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for run in runs:
+        by_policy: dict[str, list[tuple[str, str]]] = {}
+        for result in run.report.results:
+            by_policy.setdefault(result.policy, []).append((result.result, result.reason))
+        for policy, results in by_policy.items():
+            key = (policy, run.provider)
+            row = rows.setdefault(key, PolicyFlakes(policy, run.provider))
+            row.runs += 1
+            row.kept += run.mode == KEPT
+            row.fresh += run.mode == FRESH
+            for word, reason in results:
+                row.words[word] = row.words.get(word, 0) + 1
+                seen.setdefault(key, []).append((run.label, word, reason))
+    for key, row in rows.items():
+        usual = row.usual
+        row.odd = [item for item in seen[key] if item[1] not in (usual, SKIPPED)]
+    return sorted(rows.values(), key=lambda r: (not r.flaky, r.policy, r.provider))
+
+
+def markdown(rows: list[PolicyFlakes], runs: list[SoakRun]) -> str:
+    kept = sum(r.mode == KEPT for r in runs)
+    fresh = len(runs) - kept
+    flaky = [r for r in rows if r.flaky]
+    lines = [
+        "# Soak: flakes over repeated catalog runs",
+        "",
+        f"{len(runs)} catalog runs: {kept} on one kept cluster, {fresh} on a fresh cluster each. "
+        f"{len(flaky)} of {len(rows)} policies flaked.",
+        "",
+        "| policy | provider | runs (kept/fresh) | results | flaky | other results (run: word: reason) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        words = ", ".join(f"{n} {w}" for w, n in sorted(row.words.items()))
+        odd = "; ".join(f"{label}: {word}: {reason[:160]}" for label, word, reason in row.odd[:5])
+        more = f" (+{len(row.odd) - 5} more)" if len(row.odd) > 5 else ""
+        lines.append(
+            f"| {row.policy} | {row.provider} | {row.runs} ({row.kept}/{row.fresh}) | {words} | "
+            f"{'FLAKY' if row.flaky else 'steady'} | {odd}{more} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_soak(rows: list[PolicyFlakes], runs: list[SoakRun], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    md, data = directory / "soak.md", directory / "soak.json"
+    write_whole(md, markdown(rows, runs))
+    summary = {
+        "runs": [
+            {
+                "label": r.label,
+                "mode": r.mode,
+                "provider": r.provider,
+                "seconds": r.report.wall_seconds,
+            }
+            for r in runs
+        ],
+        "policies": [{**asdict(row), "flaky": row.flaky} for row in rows],
+    }
+    write_whole(data, json.dumps(summary, indent=2) + "\n")
+    return [md, data]
