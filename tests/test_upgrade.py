@@ -250,6 +250,11 @@ def test_the_column_takes_each_policys_worst_phase_and_names_it():
     assert results["UP-GATE-001"].reason == f"held before the upgrade, after {step}"
     # Never judged (no phase ran it): an ERROR saying so, never a silent pass.
     assert results["UP-MB-001"].result == ERROR
+    # Routed like any result: the catalog's layer where the reason names no responder;
+    # an ERROR the harness's (no phase ran it); a pass none.
+    assert results["UP-SUSP-001"].layer == "CEL/CRD validation: TrainJob CRD schema"
+    assert results["UP-MB-001"].layer == "harness"
+    assert results["UP-GATE-001"].layer == ""
     assert column.versions["trainer"] == "v2.2.1 -> v2.3.0"
     assert "| UP-SUSP-001 | pass | FAIL |  | FAIL |" in upgrade_markdown(run, column)
 

@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 
 from trainjob_conformance.policies.catalog import Policy
+from trainjob_conformance.policies.layers import layer_of
 from trainjob_conformance.prove.table import DETECTED, MISSED, ProveReport, Row
 from trainjob_conformance.report.files import write_whole
 from trainjob_conformance.report.model import (
@@ -55,7 +56,15 @@ def column_report(run: UpgradeRun, catalog: dict[str, Policy]) -> RunReport:
                 else "not judged: no phase of the upgrade ran its test"
             )
             results.append(
-                PolicyResult(policy_id, catalog[policy_id].title, ERROR, 0.0, "", reason)
+                PolicyResult(
+                    policy_id,
+                    catalog[policy_id].title,
+                    ERROR,
+                    0.0,
+                    "",
+                    reason,
+                    layer=layer_of(ERROR, reason, catalog[policy_id].layer),
+                )
             )
             continue
         word = worst_result([r.result for _, r in phases])
@@ -80,6 +89,10 @@ def column_report(run: UpgradeRun, catalog: dict[str, Policy]) -> RunReport:
                 worst.test,
                 reason,
                 worst.diagnostics,
+                # The judge's own layer where it named one (the webhook that refused, say).
+                layer=""
+                if word == PASS
+                else worst.layer or layer_of(word, reason, catalog[policy_id].layer),
             )
         )
     if run.catalog is not None:
