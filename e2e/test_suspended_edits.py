@@ -376,3 +376,17 @@ def test_the_rejection_of_a_running_edit_names_the_override_field(
     reason = refused.message.split(f"{field}: Forbidden: ", 1)[1]
     assert reason.startswith(trainjob_policy.expected("forbidden_message")), refused
     assert "suspended" in reason, refused
+
+
+@pytest.mark.policy("TJ-EDIT-011")
+def test_num_nodes_of_an_existing_trainjob_cannot_change(trainjob_view, trainjob_policy):
+    view = trainjob_view
+    view.create_trainjob("fixed", num_nodes=2, suspend=True)
+    trainjob_policy.gap_exercised("TrainJob fixed was stored suspended with numNodes 2")
+
+    with trainjob_policy.holds():
+        refused = rejection_of(lambda: patch_trainjob(view, "fixed", {"trainer": {"numNodes": 3}}))
+        assert refused.status == 422, refused
+        assert "spec.trainer" in refused.message and "immutable" in refused.message, refused
+        stored = view.get(TRAINJOB, "fixed")["spec"]["trainer"]["numNodes"]
+        assert stored == 2, f"TrainJob fixed now has numNodes {stored}"

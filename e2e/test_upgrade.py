@@ -13,7 +13,7 @@ import json
 import pytest
 from kubernetes.utils import parse_quantity
 
-from trainjob_conformance.kube.kinds import CLUSTER_QUEUE, JOBSET, TRAINJOB
+from trainjob_conformance.kube.kinds import CLUSTER_QUEUE, JOBSET, PYTORCHJOB, TRAINJOB
 from trainjob_conformance.policies.admission import rejection_of
 from trainjob_conformance.policies.jobsets import jobset_pod_spec
 from trainjob_conformance.policies.pods import gate_names, wait_running
@@ -26,6 +26,7 @@ from trainjob_conformance.upgrade.record import (
     BEFORE,
     GATED,
     MANAGED,
+    MANAGED_PYTORCHJOB,
     QUEUED,
     SUSPENDED,
 )
@@ -139,6 +140,42 @@ def test_managed_by_is_still_immutable(upgrade_record, upgrade_view):
     assert "spec.managedBy" in refused.message and "immutable" in refused.message, refused
     stored = view.get(TRAINJOB, entry.name)
     assert stored["spec"]["managedBy"] == entry.spec["managedBy"], stored["spec"]
+
+
+PYTORCHJOB_NAME_LABEL = "training.kubeflow.org/job-name"
+
+
+@pytest.mark.policy("UP-MB-002")
+def test_a_multikueue_pytorchjob_stays_unreconciled(upgrade_record, upgrade_view):
+    entry = upgrade_record.objects.get(MANAGED_PYTORCHJOB)
+    if entry is None:
+        pytest.skip(
+            "no PyTorchJob was in flight: the stack before the upgrade ran no training-operator"
+        )
+    view = upgrade_view(entry.namespace)
+    stored = view.get(PYTORCHJOB, entry.name)
+    assert stored["metadata"]["uid"] == entry.uid, f"{at(upgrade_record)}: PyTorchJob recreated"
+    managed_by = stored["spec"].get("runPolicy", {}).get("managedBy")
+    assert managed_by == entry.spec["runPolicy"]["managedBy"], (
+        f"{at(upgrade_record)}: runPolicy.managedBy is now {managed_by!r}"
+    )
+    # Over the whole window, not only now: Pods made and deleted again leave no trace.
+    made = [
+        f"{e['type']} Pod {e['object']['metadata']['name']}"
+        for e in upgrade_record.window_events("kueue-pods")
+        if (e["object"]["metadata"].get("labels") or {}).get(PYTORCHJOB_NAME_LABEL) == entry.name
+    ]
+    assert made == [], (
+        f"{at(upgrade_record)}: the training-operator made Pods of {entry.name}: {made}"
+    )
+    written = [
+        f"{e['type']} at resourceVersion {e['object']['metadata']['resourceVersion']}: "
+        f"{(e['object'].get('status') or {}).get('conditions')}"
+        for e in upgrade_record.window_events("pytorchjobs")
+        if e["object"]["metadata"]["name"] == entry.name
+        and (e["object"].get("status") or {}).get("conditions")
+    ]
+    assert written == [], f"{at(upgrade_record)}: the training-operator wrote status: {written}"
 
 
 def cpu_reserved(cluster_queue: dict) -> float:

@@ -116,7 +116,10 @@ def test_a_cell_runs_as_the_profile_of_its_trainer_composed_with_its_kueue_and_j
             "--kueue 'v0.16.6,,v0.19.2': give comma-separated releases",
         ),
         (["--kueue", "0.16"], "no kueue release left to run"),
-        (["--cluster", "existing"], "compat builds each combination"),
+        (
+            ["--cluster", "existing", "--kubeconfig", "/dev/null"],
+            "--cluster existing checks the releases installed there: drop --trainer, --jobset",
+        ),
     ],
 )
 def test_bad_input_is_one_line_before_anything_runs(argv, words, capsys, tmp_path):

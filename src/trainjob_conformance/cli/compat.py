@@ -118,14 +118,11 @@ def run_compat(args: argparse.Namespace) -> int:
     from trainjob_conformance.stack.skew import skews
 
     args.jobs = job_count(args.jobs)
-    if args.cluster == "existing":
-        raise ConformanceError(
-            "compat builds each combination; an existing cluster runs what is installed: "
-            "use `run --cluster existing`, whose report names its releases"
-        )
     args.policy = (
         list(SMOKE) if args.smoke else _listed(args.policies, "policies") if args.policies else []
     )
+    if args.cluster == "existing":
+        return _installed_cell(args)
     check_run_args(args)
     notes: list[str] = []
     axes = {
@@ -189,3 +186,43 @@ def run_compat(args: argparse.Namespace) -> int:
     for cell in cells:
         print(f"  {cell.profile}: {cell.word}: {cell.reason}")
     return 0 if all(cell.word == COMPATIBLE for cell in cells) else 1
+
+
+def _installed_cell(args: argparse.Namespace) -> int:
+    """On an existing cluster, the one combination installed there: its cell, and
+    which row, column and table of the full table that is."""
+    from trainjob_conformance.cli import children
+    from trainjob_conformance.cli.run import pytest_command
+    from trainjob_conformance.report.compat import COMPATIBLE, Cell, CompatTable, judge, write_table
+    from trainjob_conformance.report.model import RunReport
+    from trainjob_conformance.stack.profiles import DEFAULT_PROFILE
+
+    given = [f"--{axis}" for axis in AXES if getattr(args, axis)]
+    if given:
+        raise ConformanceError(
+            f"--cluster existing checks the releases installed there: drop {', '.join(given)}"
+        )
+    check_run_args(args)
+    record_command()
+    started = time.time()
+    children.run_child(pytest_command(args, DEFAULT_PROFILE), own_group=args.workers > 0)
+    # The run names its result file after the profile it found installed (its releases).
+    written = [
+        path
+        for path in Path(args.report).glob("*.json")
+        if path.name != "compat.json" and path.stat().st_mtime >= started
+    ]
+    newest = max(written, key=lambda path: path.stat().st_mtime, default=None)
+    report = RunReport.read(newest) if newest is not None else None
+    versions = report.versions if report is not None else {}
+    found = {axis: versions.get(axis, "not installed") for axis in AXES}
+    cell = Cell(found["trainer"], found["kueue"], found["jobset"], "installed")
+    judge(cell, report)
+    label = f"the policies {', '.join(args.policy)}" if args.policy else "the catalog"
+    table = CompatTable([cell], [cell.trainer], [cell.kueue], [cell.jobset], label)
+    paths = write_table(table, Path(args.report))
+    print(
+        f"this cluster is the row Trainer {cell.trainer}, the column Kueue {cell.kueue}, in the "
+        f"table of JobSet {cell.jobset}: {cell.word}: {cell.reason}; {', '.join(map(str, paths))}"
+    )
+    return 0 if cell.word == COMPATIBLE else 1

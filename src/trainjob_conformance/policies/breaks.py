@@ -35,6 +35,8 @@ _REQUIRED = {
     MANAGER: ("description", "component"),
     STAND_IN: ("description", "action"),
 }
+# Keys a kind may have beside its required ones.
+_OPTIONAL = {CRD: ("probe_update",)}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class Break:
     crd: str = ""  # crd: the CRD's name
     field: str = ""  # crd: dotted path of the field whose rules are dropped
     probe: str = ""  # webhook, crd: Jinja YAML of a dry-run request refused until applied
+    # crd: a merge patch (Jinja YAML) of the probe's object, sent as a dry-run update,
+    # the object created first: how a rule that only judges updates (self == oldSelf) shows.
+    probe_update: str = ""
     component: str = ""  # manager: the component whose manager is stopped (jobset, kueue, ...)
     action: str = ""  # stand-in: what the harness does in the faulty upgrade's place
 
@@ -95,7 +100,7 @@ def load_breaks(path: Path, prefix: str = "") -> dict[str, Break]:
                 f"{path}: break {name}: kind {kind!r} (one of {', '.join(KINDS)})"
             )
         missing = [key for key in _REQUIRED[kind] if not entry.get(key)]
-        unknown = sorted(set(entry) - {"kind", *_REQUIRED[kind]})
+        unknown = sorted(set(entry) - {"kind", *_REQUIRED[kind], *_OPTIONAL.get(kind, ())})
         if missing or unknown:
             what = f"lacks {', '.join(missing)}" if missing else f"has unknown {', '.join(unknown)}"
             raise ConformanceError(f"{path}: break {name} ({kind}) {what}")

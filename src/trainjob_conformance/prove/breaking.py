@@ -19,7 +19,7 @@ from typing import Any
 from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
-from trainjob_conformance.kube.errors import NotFound, Rejected
+from trainjob_conformance.kube.errors import Conflict, NotFound, Rejected
 from trainjob_conformance.kube.kinds import NAMESPACE
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.lifecycle.ledger import ProcessIdentity
@@ -268,10 +268,28 @@ class AppliedBreak:
         (document,) = self.item.render(self.item.probe, **self.variables)
         document.setdefault("metadata", {})["namespace"] = self.namespace
         try:
-            self.kube.create(document, dry_run=True)
+            if self.item.probe_update:
+                self._update_probe(document)
+            else:
+                self.kube.create(document, dry_run=True)
         except Rejected as refused:
             return f"refused: {refused.message}"
         return "accepted"
+
+    def _update_probe(self, document: dict[str, Any]) -> None:
+        """The probe's object, created once in the break's namespace (deleted with it),
+        then the break's patch of it as a dry-run update."""
+        (patch,) = self.item.render(self.item.probe_update, **self.variables)
+        with contextlib.suppress(Conflict):
+            self.kube.create(document)
+        self.kube.patch(
+            document["apiVersion"],
+            document["kind"],
+            document["metadata"]["name"],
+            patch,
+            namespace=self.namespace,
+            dry_run=True,
+        )
 
     def _expect_probe(self, wanted: str, before: bool = False) -> None:
         if before:

@@ -51,7 +51,7 @@ LEGEND = {
     POLICIES_BROKEN: "the stack works (its checks pass) and some policies FAIL",
     INCOMPATIBLE: "the stack does not work together: it did not start or broke, or a "
     "plain TrainJob did not run, or a queued one was not admitted and resumed",
-    NOT_RUN: "not run: the build refused a release, or the run left no result",
+    NOT_RUN: "the build refused a release, or the run left no result",
 }
 
 

@@ -1,14 +1,15 @@
 """The TrainJobs in flight when the upgrade starts, created on the old release and
 brought to the states the policies care about: suspended with overrides, running
 with gated Pods, admitted and holding quota, queued for it, and managed by
-another controller."""
+another controller; and where the training-operator runs, a PyTorchJob managed by
+MultiKueue, which it must leave alone."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from trainjob_conformance.kube.errors import Rejected
-from trainjob_conformance.kube.kinds import LOCAL_QUEUE, TRAINJOB
+from trainjob_conformance.kube.kinds import LOCAL_QUEUE, PYTORCHJOB, TRAINJOB, Kind
 from trainjob_conformance.policies.jobsets import wait_jobset_template
 from trainjob_conformance.policies.pods import wait_running, wait_scheduling_gated
 from trainjob_conformance.policies.view import TrainJobView
@@ -17,6 +18,7 @@ from trainjob_conformance.upgrade.record import (
     ADMITTED,
     GATED,
     MANAGED,
+    MANAGED_PYTORCHJOB,
     QUEUED,
     SUSPENDED,
     InFlightObject,
@@ -78,12 +80,16 @@ def create_queue(view: TrainJobView, name: str) -> str:
 
 
 def _entry(
-    view: TrainJobView, role: str, gates: list[str], pods: dict[str, str] | None = None
+    view: TrainJobView,
+    role: str,
+    gates: list[str],
+    pods: dict[str, str] | None = None,
+    kind: Kind = TRAINJOB,
 ) -> InFlightObject:
-    stored = view.get(TRAINJOB, role)
+    stored = view.get(kind, role)
     return InFlightObject(
         role=role,
-        kind="TrainJob",
+        kind=kind.kind,
         name=role,
         namespace=view.namespace,
         spec=stored["spec"],
@@ -137,3 +143,14 @@ def seed_kueue_objects(view: TrainJobView, runtime: str) -> dict[str, InFlightOb
         ADMITTED: _entry(view, ADMITTED, [], _pod_uids(running)),
         QUEUED: _entry(view, QUEUED, []),
     }
+
+
+def seed_pytorchjob(view: TrainJobView) -> dict[str, InFlightObject]:
+    """A PyTorchJob whose runPolicy.managedBy names MultiKueue, which the
+    training-operator skips; without a queue name, Kueue leaves it alone too."""
+    view.create(
+        view.render(
+            "pytorchjob", name=MANAGED_PYTORCHJOB, namespace=view.namespace, managed_by=MULTIKUEUE
+        )
+    )
+    return {MANAGED_PYTORCHJOB: _entry(view, MANAGED_PYTORCHJOB, [], kind=PYTORCHJOB)}

@@ -18,7 +18,9 @@ GATED = "gated"  # running: its Pods exist, held by a gate of the harness's own
 ADMITTED = "admitted"  # admitted by Kueue, holding the queue's whole quota
 QUEUED = "queued"  # waiting for that quota
 MANAGED = "managed"  # managedBy Kueue's MultiKueue: the Trainer must leave it alone
-PYTORCHJOB = "pytorchjob"  # a PyTorchJob with runPolicy.managedBy (training-operator only)
+MANAGED_PYTORCHJOB = (
+    "pytorchjob"  # runPolicy.managedBy MultiKueue (where the training-operator runs)
+)
 
 # The judge that runs once, after the last step: the queued TrainJob gets the
 # quota the admitted one frees.

@@ -25,7 +25,14 @@ from trainjob_conformance.cluster.provider import (
 )
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
-from trainjob_conformance.kube.kinds import JOBSET, POD, RESOURCE_FLAVOR, TRAINJOB, WORKLOAD
+from trainjob_conformance.kube.kinds import (
+    JOBSET,
+    POD,
+    PYTORCHJOB,
+    RESOURCE_FLAVOR,
+    TRAINJOB,
+    WORKLOAD,
+)
 from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.policies.breaks import BREAK_LABEL, STAND_IN, Break
 from trainjob_conformance.policies.catalog import Policy
@@ -42,6 +49,7 @@ from trainjob_conformance.upgrade.inflight import (
     create_queue,
     create_runtime,
     seed_kueue_objects,
+    seed_pytorchjob,
     seed_running_objects,
     seed_suspended_objects,
 )
@@ -125,6 +133,8 @@ class _Namespaces:
 # Where the objects of each UP policy live: a break scoped to namespaces (an
 # admission policy, a narrowed webhook) is bound to that namespace alone, so the
 # breaks of `upgrade --prove` act on their own policy's objects only.
+# The namespace of the object each policy with a namespace-scoped break judges: one
+# such break per namespace, since the break's label has one value.
 _POLICY_NAMESPACE = {"UP-EDIT-001": "running", "UP-EDIT-002": "suspended"}
 
 
@@ -229,17 +239,18 @@ def run_upgrade(
         objects = seed_suspended_objects(views["suspended"], runtime)
         objects.update(seed_running_objects(views["running"], runtime))
         objects.update(seed_kueue_objects(views["kueue"], runtime))
-        window = Window.begin(
-            kube,
-            {
-                "running-pods": (POD, namespaces.running),
-                "kueue-pods": (POD, namespaces.kueue),
-                "workloads": (WORKLOAD, namespaces.kueue),
-                "jobsets": (JOBSET, namespaces.suspended),
-                "trainjobs": (TRAINJOB, namespaces.suspended),
-            },
-            request.out / "window",
-        )
+        watched = {
+            "running-pods": (POD, namespaces.running),
+            "kueue-pods": (POD, namespaces.kueue),
+            "workloads": (WORKLOAD, namespaces.kueue),
+            "jobsets": (JOBSET, namespaces.suspended),
+            "trainjobs": (TRAINJOB, namespaces.suspended),
+        }
+        if _runs_training_operator(request.plan):
+            # Its Pods, were the operator to make any, show in the kueue-pods watch.
+            objects.update(seed_pytorchjob(views["kueue"]))
+            watched["pytorchjobs"] = (PYTORCHJOB, namespaces.kueue)
+        window = Window.begin(kube, watched, request.out / "window")
         stack.callback(window.end)
         record = UpgradeRecord(
             column=request.plan.column,
@@ -302,6 +313,12 @@ def run_upgrade(
             run.catalog = judges.run("catalog", catalog_policies, None, request.workers)
     run.seconds = round(time.monotonic() - began, 1)
     return run
+
+
+def _runs_training_operator(plan: UpgradePlan) -> bool:
+    """A PyTorchJob is put in flight only where the training-operator runs before the
+    upgrade and after it (an upgrade neither installs nor removes it)."""
+    return plan.source.has("training-operator") and plan.target.has("training-operator")
 
 
 def _breaks_of(breaks: dict[str, list[Break]], policies: list[str]) -> list[tuple[str, Break]]:

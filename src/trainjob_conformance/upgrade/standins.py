@@ -7,9 +7,15 @@ from collections.abc import Callable
 
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
-from trainjob_conformance.kube.kinds import CLUSTER_QUEUE, POD, TRAINJOB, WORKLOAD
+from trainjob_conformance.kube.kinds import CLUSTER_QUEUE, POD, PYTORCHJOB, TRAINJOB, WORKLOAD
 from trainjob_conformance.upgrade.judging import owner_of
-from trainjob_conformance.upgrade.record import ADMITTED, GATED, SUSPENDED, UpgradeRecord
+from trainjob_conformance.upgrade.record import (
+    ADMITTED,
+    GATED,
+    MANAGED_PYTORCHJOB,
+    SUSPENDED,
+    UpgradeRecord,
+)
 
 
 def strip_suspended_overrides(kube: Kube, record: UpgradeRecord) -> str:
@@ -49,6 +55,18 @@ def delete_admitted_workload(kube: Kube, record: UpgradeRecord) -> str:
     return f"deleted Workload {name} of TrainJob {entry.name}"
 
 
+def hand_pytorchjob_to_the_operator(kube: Kube, record: UpgradeRecord) -> str:
+    """What a migration that reset runPolicy.managedBy would do: the training-operator's."""
+    entry = record.objects.get(MANAGED_PYTORCHJOB)
+    if entry is None:
+        raise ConformanceError("no PyTorchJob is in flight: the training-operator does not run")
+    owner = "kubeflow.org/training-operator"
+    kube.patch(
+        *PYTORCHJOB, entry.name, {"spec": {"runPolicy": {"managedBy": owner}}}, entry.namespace
+    )
+    return f"set runPolicy.managedBy of PyTorchJob {entry.name} to {owner}"
+
+
 def hold_cluster_queue(kube: Kube, record: UpgradeRecord) -> str:
     kube.patch(*CLUSTER_QUEUE, record.cluster_queue, {"spec": {"stopPolicy": "Hold"}})
     return f"ClusterQueue {record.cluster_queue} set to stopPolicy Hold"
@@ -59,6 +77,7 @@ ACTIONS: dict[str, Callable[[Kube, UpgradeRecord], str]] = {
     "delete-running-pod": delete_running_pod,
     "delete-admitted-workload": delete_admitted_workload,
     "hold-cluster-queue": hold_cluster_queue,
+    "hand-pytorchjob-to-the-operator": hand_pytorchjob_to_the_operator,
 }
 
 
