@@ -16,7 +16,8 @@ from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.paths import suite
 from trainjob_conformance.policies.catalog import Outcome, load_catalog
 from trainjob_conformance.prove.session import selected_policies
-from trainjob_conformance.report.model import ERROR, FAIL, PASS, PolicyResult, RunReport
+from trainjob_conformance.prove.table import NOT_RUN
+from trainjob_conformance.report.model import ERROR, FAIL, PASS, SKIPPED, PolicyResult, RunReport
 from trainjob_conformance.stack.profiles import Profile, load_profile
 from trainjob_conformance.upgrade.availability import Availability
 from trainjob_conformance.upgrade.judging import fields_lost, pod_changes, workload_changes
@@ -359,3 +360,21 @@ def test_the_states_between_the_steps_mix_the_releases_in_order():
     mixed = states["after trainer v2.1.0 -> v2.3.0"]
     assert (mixed["jobset"], mixed["trainer"], mixed["kueue"]) == ("v0.12.0", "v2.3.0", "v0.16.6")
     assert states["after kueue v0.16.6 -> v0.19.2"]["kueue"] == "v0.19.2"
+
+
+def test_prove_says_not_run_for_a_policy_whose_object_this_path_has_not():
+    """UP-MB-002 on a path without the training-operator: its test skipped in every
+    judge and its break was not applied; a not-run row, not an ERROR that fails prove."""
+    catalog = load_catalog(suite().catalog)
+    step = "trainer v2.2.1 -> v2.3.0"
+    skip = "no PyTorchJob was in flight: the stack before the upgrade ran no training-operator"
+    run = upgrade_run(
+        **{
+            BEFORE: phase_report(("UP-MB-002", SKIPPED, skip)),
+            step: phase_report(("UP-MB-002", SKIPPED, skip)),
+        }
+    )
+
+    rows = {row.policy: row for row in prove_report(run, catalog).rows}
+
+    assert (rows["UP-MB-002"].outcome, rows["UP-MB-002"].reason) == (NOT_RUN, skip)

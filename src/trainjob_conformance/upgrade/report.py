@@ -11,12 +11,14 @@ from pathlib import Path
 
 from trainjob_conformance.policies.catalog import Policy
 from trainjob_conformance.policies.layers import layer_of
-from trainjob_conformance.prove.table import DETECTED, MISSED, ProveReport, Row
+from trainjob_conformance.prove.table import DETECTED, MISSED, NOT_RUN, ProveReport, Row
 from trainjob_conformance.report.files import write_whole
 from trainjob_conformance.report.model import (
     ERROR,
     FAIL,
+    NOT_APPLICABLE,
     PASS,
+    SKIPPED,
     PolicyResult,
     RunReport,
     worst_result,
@@ -237,6 +239,11 @@ def prove_report(run: UpgradeRun, catalog: dict[str, Policy]) -> ProveReport:
             row = partial(
                 Row, policy_id, catalog[policy_id].title, reference.name, reference.verdict
             )
+            quiet = (SKIPPED, NOT_APPLICABLE)
+            if judged and all(r.result in quiet for r in judged) and set(baseline) <= set(quiet):
+                # Not on this path (no PyTorchJob in flight without the training-operator).
+                report.rows.append(row(judged[0].result, NOT_RUN, judged[0].reason))
+                continue
             if run.broke.get(policy_id) != reference.name or not judged:
                 why = next((s.error for s in run.steps if s.done is None), "") or "not applied"
                 report.rows.append(row("", ERROR, why))

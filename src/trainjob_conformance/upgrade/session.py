@@ -53,7 +53,7 @@ from trainjob_conformance.upgrade.inflight import (
     seed_running_objects,
     seed_suspended_objects,
 )
-from trainjob_conformance.upgrade.record import BEFORE, FINAL, UpgradeRecord
+from trainjob_conformance.upgrade.record import BEFORE, FINAL, MANAGED_PYTORCHJOB, UpgradeRecord
 from trainjob_conformance.upgrade.standins import act
 from trainjob_conformance.upgrade.steps import Step, UpgradePlan
 from trainjob_conformance.upgrade.window import Window
@@ -297,7 +297,8 @@ def run_upgrade(
                 # `--prove`: the stack as a faulty upgrade would leave it, before its last
                 # judges. All at once: the queue's hold keeps the quota that a recreated
                 # Workload frees from going to the queued TrainJob before its own judge.
-                _apply_breaks(_breaks_of(request.breaks, up_policies), breaking, progress)
+                in_flight = [p for p in up_policies if _NEEDS.get(p, "") in ("", *objects)]
+                _apply_breaks(_breaks_of(request.breaks, in_flight), breaking, progress)
             progress(f"judge after {step.label}")
             run.phases[step.label] = judges.run(step.label, step_policies, record_path, workers=0)
         if not broken:
@@ -313,6 +314,11 @@ def run_upgrade(
             run.catalog = judges.run("catalog", catalog_policies, None, request.workers)
     run.seconds = round(time.monotonic() - began, 1)
     return run
+
+
+# The object in flight a policy judges, where not every path has it: without it the
+# policy's test skips, and `--prove` applies no break of it (its row is not-run).
+_NEEDS = {"UP-MB-002": MANAGED_PYTORCHJOB}
 
 
 def _runs_training_operator(plan: UpgradePlan) -> bool:
