@@ -17,6 +17,7 @@ from trainjob_conformance.report.compat import (
     POLICIES_BROKEN,
     Cell,
     CompatTable,
+    html_page,
     judge,
     markdown,
     write_table,
@@ -94,7 +95,19 @@ def test_the_table_is_one_grid_per_jobset_release_with_a_word_per_cell(tmp_path:
     paths = write_table(table, tmp_path)
     assert json.loads(paths[2].read_text())["cells"][0]["word"] == COMPATIBLE
     page = paths[1].read_text()
-    assert "class='compatible'" in page and "class='notrun'" in page
+    assert '<td class="compatible" title="' in page
+    assert '<a href="latest+kueue=v0.16.6.json">compatible</a>' in page
+    assert '<td class="notrun" title="no build">not run</td>' in page
+
+
+def test_the_page_escapes_what_the_cluster_said(tmp_path: Path):
+    cell = judged(run_of(("TJ-STACK-001", "FAIL", "<script>x</script> & 'quoted'")))
+    table = CompatTable([cell], ["v2.3.0"], ["v0.16.6"], ["v0.12.0"], "the catalog")
+
+    page = html_page(table)
+
+    assert "<script>x</script>" not in page
+    assert "&lt;script&gt;x&lt;/script&gt; &amp; &#39;quoted&#39;" in page
 
 
 def test_a_cell_runs_as_the_profile_of_its_trainer_composed_with_its_kueue_and_jobset():

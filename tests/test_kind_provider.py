@@ -11,6 +11,7 @@ import yaml
 
 from trainjob_conformance.cluster.kind import install_plan as plans
 from trainjob_conformance.cluster.kind import manifests
+from trainjob_conformance.cluster.kind import mirror as kind_mirror
 from trainjob_conformance.cluster.kind import provider as kind
 from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies, stack_applies
 from trainjob_conformance.cluster.kueue import KUEUE_FRAMEWORKS, KUEUE_MANAGED_NAMESPACES
@@ -302,3 +303,30 @@ def test_a_deletion_lists_the_nodes_only_once_their_creation_has_stopped(tmp_pat
         docker_run.wait()
     assert still_running and not any(still_running), "the nodes were listed during the creation"
     assert record.state == "deleted"
+
+
+def test_a_multikueue_worker_takes_the_supply_its_run_named_for_it(tmp_path):
+    # One kind run covers both supplies: its own cluster preloaded, its worker
+    # through a mirror (./scripts/test does so).
+    profile = load_profile("latest")
+    mirror = kind_mirror.parse_mirror("http://mirror.example:5000", None)
+    manager = kind.KindStackCluster(profile, tmp_path / "run", worker_mirror=mirror)
+    manager._remember_image_source()
+
+    worker = kind.multikueue_worker(profile, tmp_path / "run")
+
+    assert (manager.image_source, manager.mirror) == ("local", None)
+    assert worker.image_source == "upstream"
+    assert worker.mirror is not None and worker.mirror.url == "http://mirror.example:5000"
+
+
+def test_without_a_supply_of_its_own_the_worker_takes_the_runs(tmp_path):
+    profile = load_profile("latest")
+    mirror = kind_mirror.parse_mirror("http://mirror.example:5000", None)
+    manager = kind.KindStackCluster(profile, tmp_path / "run", registry_mirror=mirror)
+    manager._remember_image_source()
+
+    worker = kind.multikueue_worker(profile, tmp_path / "run")
+
+    assert worker.image_source == "upstream" and worker.mirror is not None
+    assert worker.mirror.url == manager.mirror.url

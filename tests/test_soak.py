@@ -80,7 +80,9 @@ def test_kept_runs_share_one_cluster_fresh_runs_get_one_each(tmp_path, monkeypat
     def child(children, settings, policies, label, workers, labelled):
         judged.append(label)
         if label == "kept-002":
-            raise ConformanceError("the tests under kept-002 wrote no results (pytest exit -9)")
+            raise ConformanceError(
+                "the tests under kept-002 wrote no results (pytest killed by SIGKILL)"
+            )
         return report(("A", "pass", ""))
 
     monkeypatch.setattr(soak, "run_policies", child)
@@ -96,7 +98,7 @@ def test_kept_runs_share_one_cluster_fresh_runs_get_one_each(tmp_path, monkeypat
     assert judged == ["kept-001", "kept-002", "kept-003", "fresh-001", "fresh-002"]
     assert [run.label for run in outcome.runs] == ["kept-001", "kept-003", "fresh-001", "fresh-002"]
     assert outcome.problems == [
-        "kept-002: the tests under kept-002 wrote no results (pytest exit -9)"
+        "kept-002: the tests under kept-002 wrote no results (pytest killed by SIGKILL)"
     ]
     paths = write_soak(flake_table(outcome.runs), outcome.runs, tmp_path)
     assert json.loads(paths[1].read_text())["runs"][0] == {

@@ -378,3 +378,38 @@ def test_prove_says_not_run_for_a_policy_whose_object_this_path_has_not():
     rows = {row.policy: row for row in prove_report(run, catalog).rows}
 
     assert (rows["UP-MB-002"].outcome, rows["UP-MB-002"].reason) == (NOT_RUN, skip)
+
+
+def _judges_whose_child_ends(monkeypatch, tmp_path: Path, code: int):
+    from types import SimpleNamespace
+
+    from trainjob_conformance.prove import runner
+    from trainjob_conformance.upgrade import session
+
+    def ended(*args, **kwargs):
+        raise runner.NoResults(f"the tests under catalog wrote no results (pytest {code})", code)
+
+    monkeypatch.setattr(session, "run_policies", ended)
+    plan = SimpleNamespace(source=SimpleNamespace(name="trainer-2.2"))
+    request = SimpleNamespace(plan=plan, out=tmp_path)
+    return session._Judges(request, tmp_path / "kubeconfig")
+
+
+def test_a_judge_killed_from_outside_loses_its_verdicts_not_the_upgrade(monkeypatch, tmp_path):
+    judges = _judges_whose_child_ends(monkeypatch, tmp_path, -9)
+
+    report = judges.run("catalog", ["TJ-GATE-001", "KQ-ADMIT-001"], None, 2)
+
+    assert [(r.policy, r.result) for r in report.results] == [
+        ("TJ-GATE-001", ERROR),
+        ("KQ-ADMIT-001", ERROR),
+    ]
+    assert report.results[0].reason == "the tests under catalog wrote no results (pytest -9)"
+
+
+@pytest.mark.parametrize("code", [-2, -15, 1])
+def test_a_judge_interrupted_or_broken_stops_the_upgrade(monkeypatch, tmp_path, code):
+    judges = _judges_whose_child_ends(monkeypatch, tmp_path, code)
+
+    with pytest.raises(ConformanceError, match="wrote no results"):
+        judges.run("catalog", ["TJ-GATE-001"], None, 2)

@@ -48,6 +48,18 @@ def count_of(what: str, minimum: int, hint: str) -> Callable[[str], int]:
     return parse
 
 
+def whole_number(option: str, text: str, minimum: int, hint: str) -> int:
+    """A count given on the command line (--jobs, --runs), checked by the command
+    rather than by argparse, whose refusal adds a usage block."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConformanceError(f"{option} {text!r} is not a number; give {hint}") from None
+    if value < minimum:
+        raise ConformanceError(f"{option} {value}: give {hint}")
+    return value
+
+
 worker_count = count_of("workers", 0, "0 (serial) or more")
 
 

@@ -4,6 +4,8 @@ combination (report/compat.py decides each cell's word from what its run saw).""
 from __future__ import annotations
 
 import argparse
+import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -170,15 +172,19 @@ def run_compat(args: argparse.Namespace) -> int:
             continue
         runnable.append(cell)
     tasks = [Task(cell.profile, matrix_child(args, cell.profile)) for cell in runnable]
-    if tasks:
-        FanOut(tasks, args.jobs, exit_code=lambda code: code).run()
+    outcomes = FanOut(tasks, args.jobs, exit_code=lambda code: code).run() if tasks else []
+    ran = {cell.profile for cell in runnable}
+    # A run that left no result: its reason is how its pytest ended.
+    ended = {outcome.name: _how_it_ended(outcome.exit_code) for outcome in outcomes}
     for cell in cells:
         path = report_dir / f"{cell.profile}.json"
-        report = RunReport.read(path) if cell in runnable and path.is_file() else None
+        report = RunReport.read(path) if cell.profile in ran and path.is_file() else None
+        if report is None and cell.profile in ended:
+            cell.reason = f"the run left no result file: {ended[cell.profile]}"
         judge(cell, report)
     label = f"the policies {', '.join(args.policy)}" if args.policy else "the catalog"
     table = CompatTable(cells, axes["trainer"], axes["kueue"], axes["jobset"], label, notes)
-    if any(c in runnable for c in cells):
+    if ran:
         write_reports(read_reports(report_dir), report_dir)
     paths = write_table(table, report_dir)
     counts = ", ".join(f"{n} {word}" for word, n in table.counts().items() if n)
@@ -186,6 +192,12 @@ def run_compat(args: argparse.Namespace) -> int:
     for cell in cells:
         print(f"  {cell.profile}: {cell.word}: {cell.reason}")
     return 0 if all(cell.word == COMPATIBLE for cell in cells) else 1
+
+
+def _how_it_ended(code: int) -> str:
+    if code < 0:
+        return f"its pytest was killed by {signal.Signals(-code).name}"
+    return f"its pytest exited {code}"
 
 
 def _installed_cell(args: argparse.Namespace) -> int:
@@ -204,23 +216,23 @@ def _installed_cell(args: argparse.Namespace) -> int:
         )
     check_run_args(args)
     record_command()
-    started = time.time()
+    # The run names its result file after the profile it found installed (its
+    # releases): a directory of its own holds that one file, whatever its name.
+    table_dir = Path(args.report)
+    args.report = str(table_dir / "installed")
+    shutil.rmtree(args.report, ignore_errors=True)
     children.run_child(pytest_command(args, DEFAULT_PROFILE), own_group=args.workers > 0)
-    # The run names its result file after the profile it found installed (its releases).
-    written = [
-        path
-        for path in Path(args.report).glob("*.json")
-        if path.name != "compat.json" and path.stat().st_mtime >= started
-    ]
-    newest = max(written, key=lambda path: path.stat().st_mtime, default=None)
-    report = RunReport.read(newest) if newest is not None else None
+    written = sorted(Path(args.report).glob("*.json"))
+    report = RunReport.read(written[0]) if len(written) == 1 else None
     versions = report.versions if report is not None else {}
     found = {axis: versions.get(axis, "not installed") for axis in AXES}
     cell = Cell(found["trainer"], found["kueue"], found["jobset"], "installed")
     judge(cell, report)
+    if cell.report:  # the table's links are relative to the table's directory
+        cell.report = f"installed/{cell.report}"
     label = f"the policies {', '.join(args.policy)}" if args.policy else "the catalog"
     table = CompatTable([cell], [cell.trainer], [cell.kueue], [cell.jobset], label)
-    paths = write_table(table, Path(args.report))
+    paths = write_table(table, table_dir)
     print(
         f"this cluster is the row Trainer {cell.trainer}, the column Kueue {cell.kueue}, in the "
         f"table of JobSet {cell.jobset}: {cell.word}: {cell.reason}; {', '.join(map(str, paths))}"

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.cli import children
+from trainjob_conformance.cli.checks import whole_number
 from trainjob_conformance.cli.profile_args import add_profiles, add_with, name_skews, profile_list
 from trainjob_conformance.cli.run import (
     add_cluster_options,
@@ -17,7 +18,6 @@ from trainjob_conformance.cli.run import (
     record_command,
 )
 from trainjob_conformance.cluster.registry import provider_kind
-from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.stack.profiles import load_profile
 
@@ -40,18 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def job_count(text: str) -> int:
-    """--jobs, checked here rather than by argparse, whose refusal adds a usage block."""
-    try:
-        count = int(text)
-    except ValueError:
-        raise ConformanceError(
-            f"--jobs {text!r} is not a number; give how many profiles run at once (1 or more)"
-        ) from None
-    if count < 1:
-        raise ConformanceError(
-            f"--jobs {count}: give 1 (one profile at a time, the default) or more"
-        )
-    return count
+    return whole_number("--jobs", text, 1, "1 (one profile at a time, the default) or more")
 
 
 def run_matrix(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from trainjob_conformance.cli.checks import (
     check_build_cache,
     check_suite_present,
     check_writable,
+    whole_number,
 )
 from trainjob_conformance.cli.cluster_args import (
     add_cluster_args,
@@ -21,17 +22,6 @@ from trainjob_conformance.cli.cluster_args import (
 from trainjob_conformance.cli.profile_args import add_profile, profile_arg
 from trainjob_conformance.cluster.registry import provider_kind, provider_kinds
 from trainjob_conformance.errors import ConformanceError
-
-
-def _count(text: str, option: str) -> int:
-    """Checked here rather than by argparse, whose refusal adds a usage block."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConformanceError(f"{option} {text!r} is not a number; give how many runs") from None
-    if value < 0:
-        raise ConformanceError(f"{option} {value}: give 0 or more runs")
-    return value
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,7 +60,8 @@ def run_soak_command(args: argparse.Namespace) -> int:
     check_suite_present()
     check_cluster_args(args)
     profile = profile_arg(args)
-    args.runs, args.fresh = _count(args.runs, "--runs"), _count(args.fresh, "--fresh")
+    args.runs = whole_number("--runs", args.runs, 0, "how many runs, 0 or more")
+    args.fresh = whole_number("--fresh", args.fresh, 0, "how many runs, 0 or more")
     if args.runs + args.fresh == 0:
         raise ConformanceError("--runs 0 --fresh 0 runs nothing; give at least one run")
     report = Path(args.report).resolve()

@@ -44,6 +44,20 @@ from trainjob_conformance.report.model import (
 CLEAN = (PASS, KNOWN_GAP, NOT_APPLICABLE, SKIPPED)
 
 
+class NoResults(ConformanceError):
+    """A pytest child ended without writing its results; `code` is how it ended."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def killed_from_outside(self) -> bool:
+        """Killed by a signal the harness never sends its children (SIGKILL, the
+        kernel's OOM killer): not an interruption of the harness itself."""
+        return self.code < 0 and -self.code not in (signal.SIGINT, signal.SIGTERM)
+
+
 @dataclass
 class ChildSettings:
     profile: str
@@ -134,8 +148,10 @@ def run_policies(
     code = children.run(command, out / "pytest.log")
     result = out / f"{settings.profile}.json"
     if not result.is_file():
-        raise ConformanceError(
-            f"the tests under {label} wrote no results (pytest exit {code}); see {out / 'pytest.log'}"
+        ended = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+        raise NoResults(
+            f"the tests under {label} wrote no results (pytest {ended}); see {out / 'pytest.log'}",
+            code,
         )
     return RunReport.read(result)
 

@@ -15,7 +15,6 @@ is decided from what its run saw, never from a list of pairs kept by hand:
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -30,6 +29,7 @@ from trainjob_conformance.report.model import (
     PASS,
     RunReport,
 )
+from trainjob_conformance.report.templating import render_page
 
 COMPATIBLE = "compatible"
 INCOMPATIBLE = "incompatible"
@@ -172,41 +172,8 @@ def _md_cell(cell: Cell | None) -> str:
 def html_page(table: CompatTable) -> str:
     """One self-contained page: a table per JobSet release, a word and colour per cell,
     its reason on hover, its result file one click away."""
-    style = (
-        "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin:1em 0}"
-        "td,th{border:1px solid #bbb;padding:.4em .7em;text-align:center}"
-        ".compatible{background:#c8e6c9}.broken{background:#ffe0b2}"
-        ".incompatible{background:#ffcdd2}.notrun{background:#eee}"
-    )
-    esc = html.escape
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>Trainer x Kueue "
-        f"compatibility</title><style>{style}</style></head><body>",
-        "<h1>Trainer x Kueue compatibility</h1>",
-        f"<p>Judged by {esc(table.policies)}; each cell is one run of its combination.</p><ul>",
-        *(f"<li><span class='{_CSS[w]}'>{esc(w)}</span>: {esc(LEGEND[w])}</li>" for w in WORDS),
-        *(f"<li>{esc(note)}</li>" for note in table.notes),
-        "</ul>",
-    ]
-    for jobset in table.jobsets:
-        parts.append(f"<h2>JobSet {esc(jobset)}</h2><table><tr><th>Trainer \\ Kueue</th>")
-        parts += [f"<th>{esc(k)}</th>" for k in table.kueues]
-        parts.append("</tr>")
-        for trainer in table.trainers:
-            parts.append(f"<tr><th>{esc(trainer)}</th>")
-            for kueue in table.kueues:
-                cell = table.cell(trainer, kueue, jobset)
-                if cell is None:
-                    parts.append("<td></td>")
-                    continue
-                title = cell.reason + ("\n" + "\n".join(cell.skews) if cell.skews else "")
-                word = esc(cell.word)
-                text = f"<a href='{esc(cell.report)}'>{word}</a>" if cell.report else word
-                parts.append(f"<td class='{_CSS[cell.word]}' title='{esc(title)}'>{text}</td>")
-            parts.append("</tr>")
-        parts.append("</table>")
-    parts.append("</body></html>\n")
-    return "".join(parts)
+    legend = [(word, _CSS[word], LEGEND[word]) for word in WORDS]
+    return render_page("compat.html.j2", table=table, legend=legend, css_of=_CSS)
 
 
 def write_table(table: CompatTable, directory: Path) -> list[Path]:

@@ -38,10 +38,10 @@ from trainjob_conformance.policies.breaks import BREAK_LABEL, STAND_IN, Break
 from trainjob_conformance.policies.catalog import Policy
 from trainjob_conformance.policies.view import TrainJobView
 from trainjob_conformance.prove.breaking import AppliedBreak
-from trainjob_conformance.prove.runner import Children, ChildSettings, run_policies
+from trainjob_conformance.prove.runner import Children, ChildSettings, NoResults, run_policies
 from trainjob_conformance.render.overrides import detect_shape
 from trainjob_conformance.render.templates import TemplateSet
-from trainjob_conformance.report.model import RunReport
+from trainjob_conformance.report.model import ERROR, PolicyResult, RunReport
 from trainjob_conformance.upgrade.availability import Availability, ProbeFigures
 from trainjob_conformance.upgrade.inflight import (
     HOLD_GATE,
@@ -120,7 +120,24 @@ class _Judges:
         # A judge's label names a step (`jobset v0.11.1 -> v0.12.0`): its directory's name.
         directory = label.replace(" -> ", "-to-").replace(" ", "-")
         # The upgrade's breaks are bound to its own namespaces, not the judges'.
-        return run_policies(self.children, settings, policies, directory, workers, labelled=False)
+        try:
+            return run_policies(
+                self.children, settings, policies, directory, workers, labelled=False
+            )
+        except NoResults as lost:
+            if self.children.stopping or not lost.killed_from_outside:
+                raise
+            # A judge killed from outside (SIGKILL, the OOM killer) loses its own
+            # verdicts, not the upgrade's: its policies are ERROR with its words,
+            # and the steps and judges after it still run and are reported.
+            return _lost_judge(self.request.plan.source.name, policies, str(lost))
+
+
+def _lost_judge(profile: str, policies: list[str], reason: str) -> RunReport:
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    report = RunReport(profile, "upgrade", {}, started, 0.0, None)
+    report.results = [PolicyResult(p, p, ERROR, 0.0, "", reason) for p in policies]
+    return report
 
 
 @dataclass

@@ -11,6 +11,7 @@ IMAGE_SOURCE = "image-source"
 IMAGE_SOURCES = ("local", "upstream")
 REGISTRY_MIRROR = "registry-mirror"
 REGISTRY_CA = "registry-ca"
+WORKER_MIRROR = "worker-registry-mirror"
 
 PROVIDER = ProviderKind(
     name="kind",
@@ -34,10 +35,17 @@ PROVIDER = ProviderKind(
             "kind and kubectl are fetched from it, nothing is built",
         ),
         ProviderOption(
+            WORKER_MIRROR,
+            kind=TEXT,
+            help="--cluster kind: the MultiKueue worker cluster (started for KQ-MK-002) pulls "
+            "every image through this mirror, as --registry-mirror would, whatever the run's "
+            "own cluster uses: one run covers both image supplies",
+        ),
+        ProviderOption(
             REGISTRY_CA,
             kind=PATH,
-            help="--registry-mirror over TLS with a certificate of a private CA: that CA's "
-            "PEM file, for the harness and the nodes' containerd",
+            help="--registry-mirror (or --worker-registry-mirror) over TLS with a certificate "
+            "of a private CA: that CA's PEM file, for the harness and the nodes' containerd",
         ),
     ),
     peer="kind",

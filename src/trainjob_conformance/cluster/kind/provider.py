@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from trainjob_conformance.cluster.handle import (
     IMAGES_MIRRORED,
@@ -51,6 +51,7 @@ from trainjob_conformance.cluster.kind import (
     IMAGE_SOURCES,
     REGISTRY_CA,
     REGISTRY_MIRROR,
+    WORKER_MIRROR,
     host_packages,
     mirror,
     reclaim,
@@ -164,6 +165,7 @@ class KindStackCluster:
         leave_out: tuple[str, ...] = (),
         on_created: Callable[[], None] | None = None,
         registry_mirror: NodeMirror | None = None,
+        worker_mirror: NodeMirror | None = None,
     ) -> None:
         if image_source not in IMAGE_SOURCES:
             raise ConformanceError(
@@ -173,6 +175,8 @@ class KindStackCluster:
         self.mirror = registry_mirror
         if registry_mirror is not None:
             image_source = "upstream"
+        # Where a MultiKueue worker started beside this cluster pulls its images from.
+        self.worker_mirror = worker_mirror
         self.install_steps = install_steps
         self.profile = profile
         self.run_dir = run_dir
@@ -467,9 +471,11 @@ class KindStackCluster:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         chosen = {"image_source": self.image_source}
         if self.mirror is not None:
-            chosen["mirror"] = self.mirror.url
-            chosen["ca"] = str(self.mirror.ca_file or "")
-        (self.run_dir / IMAGE_SOURCE_FILE).write_text(json.dumps(chosen) + "\n")
+            chosen.update(_mirror_choice(self.mirror))
+        record: dict[str, object] = dict(chosen)
+        if self.worker_mirror is not None:
+            record["worker"] = {"image_source": "upstream", **_mirror_choice(self.worker_mirror)}
+        (self.run_dir / IMAGE_SOURCE_FILE).write_text(json.dumps(record) + "\n")
 
     def _kind_and_kubectl(self) -> dict[str, Path]:
         """kind and kubectl: fetched from the mirror where it holds the profile's
@@ -922,12 +928,18 @@ MULTIKUEUE_WORKER_NODES = 0
 MULTIKUEUE_WORKER_LEAVES_OUT = ("training-operator",)
 
 
+def _mirror_choice(node_mirror: NodeMirror) -> dict[str, str]:
+    return {"mirror": node_mirror.url, "ca": str(node_mirror.ca_file or "")}
+
+
 def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackCluster:
     """A second kind cluster beside the run's, with the same images and stack, for
     MultiKueue: its handle's kubeconfig works from the manager cluster's Pods."""
-    chosen: dict[str, str] = {}
+    chosen: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         chosen = json.loads((manager_run_dir / IMAGE_SOURCE_FILE).read_text())
+    # The run's own supply, unless it named another for its worker.
+    chosen = chosen.get("worker", chosen)
     return KindStackCluster(
         profile,
         manager_run_dir / f"worker-{os.getpid()}",
@@ -947,14 +959,16 @@ def multikueue_worker(profile: Profile, manager_run_dir: Path) -> KindStackClust
 def from_request(request: ClusterRequest) -> KindStackCluster:
     """The registry's way in (cluster/registry.py)."""
     given = request.option(REGISTRY_MIRROR)
+    for_worker = request.option(WORKER_MIRROR)
     ca = request.option(REGISTRY_CA)
-    if ca and not given:
+    if ca and not (given or for_worker):
         raise ConformanceError("--registry-ca goes with --registry-mirror: name the mirror too")
     return KindStackCluster(
         request.profile,
         request.run_dir,
         request.option(IMAGE_SOURCE, "local") or "local",
         registry_mirror=mirror.parse_mirror(given, ca) if given else None,
+        worker_mirror=mirror.parse_mirror(for_worker, ca) if for_worker else None,
     )
 
 
