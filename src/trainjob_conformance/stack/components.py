@@ -6,8 +6,16 @@ a profile; everything else about a build lives here.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainjob_conformance.errors import ConformanceError
+
+# The package a component builds when it brings its own main (`generated_main`):
+# the wrapper module itself.
+WRAPPER_MAIN = "."
 
 
 def _same_version(version: str) -> str:
@@ -55,6 +63,14 @@ class Component:
     tags: tuple[str, ...] = field(default_factory=tuple)
     # Linked against C libraries (containerd, runc with seccomp); off otherwise.
     cgo: bool = False
+    # A main package of the harness's own instead of upstream's: its main.go, made
+    # from upstream's source tree (the argument) and written into the wrapper
+    # module at build time. The component's one binary is then `WRAPPER_MAIN`.
+    generated_main: Callable[[Path], str] | None = None
+    # Names what the generated main selects. It follows the version in the cache's
+    # directory names (`v1.14.2+<variant>`), so that a binary built from upstream's
+    # own main, or from another selection, is never taken for this one.
+    variant: str = ""
 
 
 def _kubernetes(key: str, *commands: str) -> Component:
@@ -120,6 +136,91 @@ COMPONENTS: dict[str, Component] = {
     )
 }
 
+# CoreDNS is built with the plugins a kind cluster's Corefile uses only, the way
+# CoreDNS documents choosing plugins at compile time (a main package that sets
+# `dnsserver.Directives` and imports the plugins, upstream's source untouched).
+# Upstream's own main imports all of them: the cloud DNS providers with the AWS,
+# Azure and Google SDKs, tracing with dd-trace-go and zipkin, etcd's client,
+# geoip, nomad: this main needs 774 packages, upstream's 1,330 (the DNS-over-
+# gRPC, -QUIC and -HTTPS servers stay: core/dnsserver imports them). From an
+# empty Go build cache at nice 10 on 2 cores (2026-11-28), upstream's main took
+# 248-250 CPU-seconds, this one 151-165: 2 min 31 s against 1 min 19 s of wall
+# time at load 3-7, 6 min 54 s against 3 min 18 s at load 9-15.
+#
+# The Corefile is kubeadm's (cmd/kubeadm/app/phases/addons/dns/manifests.go):
+# errors, health, ready, kubernetes, prometheus, forward, cache, loop, reload,
+# loadbalance. Neither kind nor the harness edits it; `kubeadm upgrade` migrates
+# it to the new release's default, the same plugins. `log` and `debug` are there
+# for whoever debugs a cluster's DNS. dnstap, metadata and transfer come along
+# anyway (forward, cache, log and kubernetes import their packages, which
+# register them): they are directives too, so `coredns -plugins` is the list.
+COREDNS_PLUGINS = (
+    "errors", "health", "ready", "kubernetes", "prometheus", "forward", "cache",
+    "loop", "reload", "loadbalance", "log", "debug", "dnstap", "metadata", "transfer",
+)  # fmt: skip
+
+_COREDNS_MAIN = """\
+// Written by trainjob-conformance: CoreDNS {plugins}.
+package main
+
+import (
+\t"github.com/coredns/coredns/core/dnsserver"
+\t"github.com/coredns/coredns/coremain"
+
+{imports}
+)
+
+func init() {{
+\tdnsserver.Directives = []string{{
+{directives}
+\t}}
+}}
+
+func main() {{
+\tcoremain.Run()
+}}
+"""
+
+
+def coredns_plugin_table(plugin_cfg: str) -> list[tuple[str, str]]:
+    """(directive, import path) in the order of upstream's plugin.cfg, which is the
+    order a request goes through them; the rules of its directives_generate.go."""
+    table = []
+    for line in plugin_cfg.splitlines():
+        if line.startswith("#") or line.count(":") != 1:
+            continue
+        name, package = (part.strip() for part in line.split(":"))
+        if "/" not in package:
+            package = f"github.com/coredns/coredns/plugin/{package}"
+        table.append((name, package))
+    return table
+
+
+def coredns_main(plugin_cfg: str, plugins: tuple[str, ...] = COREDNS_PLUGINS) -> str:
+    """The main.go of a CoreDNS with `plugins` only, in upstream's order."""
+    table = coredns_plugin_table(plugin_cfg)
+    missing = sorted(set(plugins) - {name for name, _ in table})
+    if missing:
+        raise ConformanceError(
+            f"CoreDNS's plugin.cfg has no plugin {', '.join(missing)}: the release "
+            "renamed or dropped it; update COREDNS_PLUGINS in stack/components.py"
+        )
+    chosen = [(name, package) for name, package in table if name in plugins]
+    # Two directives may share a package; each is imported once.
+    imports = sorted({f'\t_ "{package}"' for _, package in chosen})
+    return _COREDNS_MAIN.format(
+        plugins=", ".join(name for name, _ in chosen),
+        imports="\n".join(imports),
+        directives="\n".join(f'\t\t"{name}",' for name, _ in chosen),
+    )
+
+
+def _coredns_selection_digest() -> str:
+    """Changes with the plugins chosen or the main's template."""
+    recipe = _COREDNS_MAIN + ",".join(COREDNS_PLUGINS)
+    return hashlib.sha256(recipe.encode()).hexdigest()[:8]
+
+
 # What only the kind provider builds: the node's runtime, kind itself, and the
 # Kubernetes node binaries. Kept apart so the embedded cluster's build never
 # waits for them; the Go build cache is shared, so the node binaries reuse the
@@ -170,7 +271,9 @@ KIND_COMPONENTS: dict[str, Component] = {
         Component(
             key="coredns",
             module="github.com/coredns/coredns",
-            binaries={"coredns": "github.com/coredns/coredns"},
+            binaries={"coredns": WRAPPER_MAIN},
+            generated_main=lambda source: coredns_main((source / "plugin.cfg").read_text()),
+            variant=f"plugins-{_coredns_selection_digest()}",
         ),
     )
 }

@@ -25,7 +25,12 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
-from trainjob_conformance.stack.components import BUILD_ORDER, Component, component
+from trainjob_conformance.stack.components import (
+    BUILD_ORDER,
+    WRAPPER_MAIN,
+    Component,
+    component,
+)
 from trainjob_conformance.stack.profiles import Profile
 
 _RELATIVE_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+(\.\.?/\S*)\s*$")
@@ -122,8 +127,15 @@ def wrapper_gomod(component: Component, version: str, upstream_gomod: str) -> st
     return "\n".join(lines) + "\n"
 
 
+def cache_version(component_key: str, version: str) -> str:
+    """The version as the cache's directory names spell it: with the variant of a
+    component that builds a main of its own (`v1.14.2+plugins-1a2b3c4d`)."""
+    variant = component(component_key).variant
+    return f"{version}+{variant}" if variant else version
+
+
 def bin_dir(component_key: str, version: str) -> Path:
-    return cache_root() / "bin" / component_key / version
+    return cache_root() / "bin" / component_key / cache_version(component_key, version)
 
 
 def binary_path(component_key: str, version: str, binary: str) -> Path:
@@ -215,9 +227,12 @@ def build_component(component_key: str, version: str) -> dict[str, Path]:
 
     go = go_binary()
     info = download_module(component_.module, version)
-    workdir = cache_root() / "work" / f"{component_key}@{version}"
+    keyed = cache_version(component_key, version)
+    workdir = cache_root() / "work" / f"{component_key}@{keyed}"
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "go.mod").write_text(wrapper_gomod(component_, version, info.gomod_path.read_text()))
+    if component_.generated_main is not None:
+        (workdir / "main.go").write_text(component_.generated_main(info.source_dir))
     # Start from upstream's go.sum: it records the hashes upstream verified,
     # including for modules the checksum database does not serve (Kueue's
     # scheduler-library pre-release), so the build checks against those.
@@ -235,11 +250,15 @@ def build_component(component_key: str, version: str) -> dict[str, Path]:
         target = outputs[binary]
         if target.is_file():
             continue
-        log = logs / f"{binary}-{version}.log"
-        log.write_text(f"building {package} from {component_.module}@{version}\n")
+        log = logs / f"{binary}-{keyed}.log"
+        # A main of the harness's own needs upstream's module, not one of its packages.
+        own_main = package == WRAPPER_MAIN
+        wanted = component_.module if own_main else package
+        built = str(workdir / "main.go") if own_main else package
+        log.write_text(f"building {built} from {component_.module}@{version}\n")
         _remove_abandoned_partials(target)
         with step(f"building {binary} {version}"):
-            _run_logged([go, "get", f"{package}@{version}"], workdir, log, f"go get {package}")
+            _run_logged([go, "get", f"{wanted}@{version}"], workdir, log, f"go get {wanted}")
             partial = target.with_name(f".{binary}.partial-{os.getpid()}")
             args = [go, "build", "-trimpath", *_COMPILE_FLAGS, "-ldflags", ldflags]
             args += ["-o", str(partial)]

@@ -18,6 +18,7 @@ from pathlib import Path
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
 from trainjob_conformance.cluster.kind.images import node, simple, store
 from trainjob_conformance.cluster.kind.versions import DEBIAN_SUITE, NODE_TOOLS
+from trainjob_conformance.stack.gobuild import cache_version
 
 LOCAL = node.LOCAL
 # kubeadm's tags for the images it does not build from its own version (v1.36).
@@ -89,7 +90,9 @@ def kubeadm_images(
     )
     coredns = f"registry.k8s.io/coredns/coredns:{NODE_TOOLS['coredns']}"
     plan[coredns] = (
-        f"coredns-{NODE_TOOLS['coredns']}",
+        # With the binary's plugin selection (stack/components.py), so that an image of
+        # an older selection is not taken for this one.
+        f"coredns-{cache_version('coredns', NODE_TOOLS['coredns'])}",
         lambda: simple.build_binary_image(coredns, binaries["coredns"], "/coredns"),
     )
     return plan
