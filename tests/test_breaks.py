@@ -217,3 +217,28 @@ def test_a_break_the_cluster_cannot_host_is_not_run_with_its_reason(tmp_path, mo
     assert [(r.policy, r.outcome) for r in rows] == [("TJ-STACK-001", NOT_RUN)]
     assert rows[0].reason.startswith("stopping the jobset manager is done only on an embedded")
     assert said == [f"break jobset-manager-stopped: not on this cluster ({rows[0].reason})"]
+
+
+def test_a_crd_break_reaches_a_nested_field_or_the_schemas_root():
+    from trainjob_conformance.prove.breaking import field_schema
+
+    root = {
+        "x-kubernetes-validations": [{"rule": "size(self.metadata.name) <= 63"}],
+        "properties": {"spec": {"properties": {"trainer": {"type": "object"}}}},
+    }
+    version = {"schema": {"openAPIV3Schema": root}}
+
+    assert field_schema(version, ".") is root
+    assert field_schema(version, "spec.trainer") == {"type": "object"}
+    assert field_schema(version, "spec.absent") == {}
+
+
+def test_a_defaulting_webhooks_probe_reads_a_path_of_the_answer():
+    from trainjob_conformance.prove.breaking import value_at
+
+    answer = {"spec": {"runtimePatches": [{"manager": "m", "time": "2026-11-28T03:00:00Z"}]}}
+
+    assert value_at(answer, "spec.runtimePatches.0.time") == "2026-11-28T03:00:00Z"
+    assert value_at(answer, "spec.runtimePatches.1.time") is None
+    assert value_at(answer, "spec.runtimePatches.0.time.x") is None
+    assert value_at({"spec": {}}, "spec.runtimePatches.0.time") is None

@@ -305,28 +305,24 @@ def test_a_deletion_lists_the_nodes_only_once_their_creation_has_stopped(tmp_pat
     assert record.state == "deleted"
 
 
-def test_a_multikueue_worker_takes_the_supply_its_run_named_for_it(tmp_path):
-    # One kind run covers both supplies: its own cluster preloaded, its worker
-    # through a mirror (./scripts/test does so).
+@pytest.mark.parametrize(
+    ("named", "run_source"),
+    [
+        # One kind run covers both supplies: its own cluster preloaded, its worker
+        # through a mirror (./scripts/test does so).
+        ("worker_mirror", "local"),
+        # Without a supply of its own, the worker takes the run's.
+        ("registry_mirror", "upstream"),
+    ],
+)
+def test_a_multikueue_worker_pulls_through_the_mirror_named_for_it(tmp_path, named, run_source):
     profile = load_profile("latest")
     mirror = kind_mirror.parse_mirror("http://mirror.example:5000", None)
-    manager = kind.KindStackCluster(profile, tmp_path / "run", worker_mirror=mirror)
+    manager = kind.KindStackCluster(profile, tmp_path / "run", **{named: mirror})
     manager._remember_image_source()
 
     worker = kind.multikueue_worker(profile, tmp_path / "run")
 
-    assert (manager.image_source, manager.mirror) == ("local", None)
+    assert manager.image_source == run_source
     assert worker.image_source == "upstream"
     assert worker.mirror is not None and worker.mirror.url == "http://mirror.example:5000"
-
-
-def test_without_a_supply_of_its_own_the_worker_takes_the_runs(tmp_path):
-    profile = load_profile("latest")
-    mirror = kind_mirror.parse_mirror("http://mirror.example:5000", None)
-    manager = kind.KindStackCluster(profile, tmp_path / "run", registry_mirror=mirror)
-    manager._remember_image_source()
-
-    worker = kind.multikueue_worker(profile, tmp_path / "run")
-
-    assert worker.image_source == "upstream" and worker.mirror is not None
-    assert worker.mirror.url == manager.mirror.url

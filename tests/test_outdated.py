@@ -147,3 +147,17 @@ def test_the_first_http_proxy_of_goproxy_is_asked(monkeypatch: pytest.MonkeyPatc
 
 def test_module_paths_use_the_proxys_case_encoding() -> None:
     assert goproxy.escape("github.com/Azure/azure-sdk") == "github.com/!azure/azure-sdk"
+
+
+def test_a_newer_release_names_the_listed_upstream_fixes_it_would_bring(
+    fake_goproxy: FakeProxy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answers(fake_goproxy)
+    assert main(["outdated", "--profiles", "trainer-2.1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+
+    header = out.index("upstream fixes a newer release would bring (docs/upstream-fixes.md):")
+    brings = [line for line in out[header:] if line.startswith("kueue v0.16.6 -> v0.19.10 brings")]
+    assert brings, out[header:]
+    # Kueue's support of Trainer v2.2's runtime patches came in v0.17.0.
+    assert any(line.startswith("  kubernetes-sigs/kueue#10127: ") for line in out[header:])

@@ -322,6 +322,27 @@ def test_an_expectation_upgraded_from_a_range_holds_only_on_such_an_upgrade():
     assert policy.outcome("v2.3.0") is Outcome.HOLDS
 
 
+@pytest.mark.parametrize(
+    ("trainer_before", "kueue_before", "outcome"),
+    [
+        ("v2.1.0", "v0.16.6", Outcome.KNOWN_GAP),  # trainer-2.1 -> latest
+        ("v2.3.0", "v0.16.6", Outcome.KNOWN_GAP),  # latest+kueue=v0.16.6 -> latest
+        ("v2.2.1", "v0.19.2", Outcome.HOLDS),  # trainer-2.2 -> latest
+        (None, None, Outcome.HOLDS),  # no upgrade
+    ],
+)
+def test_a_queued_trainjob_is_a_known_gap_when_the_trainer_or_the_kueue_before_is_too_old(
+    trainer_before, kueue_before, outcome
+):
+    policy = load_catalog(suite().catalog)["UP-KQ-002"]
+
+    assert policy.outcome("v2.3.0", trainer_before, kueue_before) is outcome
+    if outcome is Outcome.KNOWN_GAP and trainer_before == "v2.3.0":
+        assert "kubernetes-sigs/kueue#10127" in policy.gap_reference(
+            "v2.3.0", trainer_before, kueue_before
+        )
+
+
 class RefusingForAWhile:
     """A stand-in API client for the prober's own logic: refuses calls 2-4."""
 

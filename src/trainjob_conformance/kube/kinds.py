@@ -29,6 +29,7 @@ KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {KUEUE_GROUP: ("v1beta2", "v1beta1"
 
 TRAINJOB = Kind("trainer.kubeflow.org/v1alpha1", "TrainJob")
 CLUSTER_TRAINING_RUNTIME = Kind("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime")
+TRAINING_RUNTIME = Kind("trainer.kubeflow.org/v1alpha1", "TrainingRuntime")
 JOBSET = Kind("jobset.x-k8s.io/v1alpha2", "JobSet")
 JOB = Kind("batch/v1", "Job")
 # The previous generation (training-operator v1).

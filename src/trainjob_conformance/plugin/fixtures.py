@@ -124,10 +124,13 @@ def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
             f"{policy_id} is about {policy.component_name}, which this cluster does not run"
         )
     upgrade = request.config.stash[stash.SETTINGS].upgrade_record
-    upgraded_from = (
-        UpgradeRecord.read(upgrade).source_versions.get(policy.component) if upgrade else None
+    before = UpgradeRecord.read(upgrade).source_versions if upgrade else {}
+    context = PolicyContext(
+        policy,
+        cluster.versions[policy.component],
+        before.get(policy.component),
+        before.get("kueue"),
     )
-    context = PolicyContext(policy, cluster.versions[policy.component], upgraded_from)
     request.node.stash[stash.CONTEXT] = context
     return context
 

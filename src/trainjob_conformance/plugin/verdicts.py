@@ -37,13 +37,19 @@ class PolicyContext:
     """The policy a test proves, and what the catalog expects of this Trainer."""
 
     def __init__(
-        self, policy: Policy, trainer_version: str, upgraded_from: str | None = None
+        self,
+        policy: Policy,
+        trainer_version: str,
+        upgraded_from: str | None = None,
+        kueue_before: str | None = None,
     ) -> None:
         self.policy = policy
         self.trainer_version = trainer_version
-        # The release before an upgrade, where the stack was upgraded (the UP family).
+        # The releases before an upgrade, where the stack was upgraded (the UP family):
+        # the policy's component's, and Kueue's.
         self.upgraded_from = upgraded_from
-        self.outcome = policy.outcome(trainer_version, upgraded_from)
+        self.kueue_before = kueue_before
+        self.outcome = policy.outcome(trainer_version, upgraded_from, kueue_before)
         self.judged = False
         self.evidence: str | None = None
         # The test's record: what happens inside holds() is what the policy judged.
@@ -82,13 +88,17 @@ class PolicyContext:
             with observing:
                 yield
             return
-        reference = self.policy.gap_reference(self.trainer_version, self.upgraded_from)
+        reference = self.policy.gap_reference(
+            self.trainer_version, self.upgraded_from, self.kueue_before
+        )
         try:
             with observing:
                 yield
         except AssertionError as error:
             first_line = str(error).splitlines()[0] if str(error) else "assertion failed"
             since = f" upgraded from {self.upgraded_from}" if self.upgraded_from else ""
+            if self.kueue_before:
+                since += f" and Kueue {self.kueue_before}"
             pytest.xfail(
                 f"KNOWN UPSTREAM GAP {self.id} on {self.policy.component_name} {self.trainer_version}{since}: {reference} "
                 f"(observed: {first_line})"

@@ -28,6 +28,18 @@ def rejection_of(request: Callable[[], Any]) -> Rejected:
     raise AssertionError("the request was accepted, but the policy says it must be rejected")
 
 
+def acceptance_of(request: Callable[[], T]) -> T:
+    """Run a request that the policy says must be accepted; a refusal fails it, in
+    the cluster's words (a server error propagates as the stack's failure)."""
+    __tracebackhide__ = True
+    try:
+        return request()
+    except Rejected as refused:
+        raise AssertionError(
+            f"the request was refused, but the policy says it must be accepted: {refused.message}"
+        ) from None
+
+
 def _send_until_accepted(
     request: Callable[[], T], seconds: float, why: str
 ) -> tuple[list[T], list[Rejected]]:

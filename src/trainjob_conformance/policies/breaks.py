@@ -36,7 +36,7 @@ _REQUIRED = {
     STAND_IN: ("description", "action"),
 }
 # Keys a kind may have beside its required ones.
-_OPTIONAL = {CRD: ("probe_update",)}
+_OPTIONAL = {CRD: ("probe_update",), WEBHOOK: ("probe_defaults",)}
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,15 @@ class Break:
     manifests: str = ""  # admission: Jinja YAML documents
     webhook: str = ""  # webhook: the webhook's name inside its configuration
     crd: str = ""  # crd: the CRD's name
-    field: str = ""  # crd: dotted path of the field whose rules are dropped
+    field: str = ""  # crd: dotted path of the field whose rules are dropped ("." the root)
     probe: str = ""  # webhook, crd: Jinja YAML of a dry-run request refused until applied
     # crd: a merge patch (Jinja YAML) of the probe's object, sent as a dry-run update,
     # the object created first: how a rule that only judges updates (self == oldSelf) shows.
     probe_update: str = ""
+    # webhook, for a defaulting (mutating) webhook, which refuses nothing: a dotted path
+    # (list items by index) that the probe's dry-run answer carries while the webhook
+    # acts and lacks once the break is in effect.
+    probe_defaults: str = ""
     component: str = ""  # manager: the component whose manager is stopped (jobset, kueue, ...)
     action: str = ""  # stand-in: what the harness does in the faulty upgrade's place
 

@@ -26,8 +26,12 @@ class Outcome(enum.Enum):
 
 
 # The components a policy can be about, by the key of its release range.
-COMPONENTS = ("trainer", "training-operator")
-COMPONENT_NAMES = {"trainer": "Trainer", "training-operator": "training-operator"}
+COMPONENTS = ("trainer", "training-operator", "jobset")
+COMPONENT_NAMES = {
+    "trainer": "Trainer",
+    "training-operator": "training-operator",
+    "jobset": "JobSet",
+}
 
 
 @dataclass(frozen=True)
@@ -86,26 +90,49 @@ class Policy:
         """Some release range of this policy is a known upstream gap."""
         return any(e.values.get("outcome") == Outcome.KNOWN_GAP.value for e in self.expectations)
 
-    def _matching(self, trainer_version: str, upgraded_from: str | None = None) -> dict[str, Any]:
+    def _matching(
+        self,
+        trainer_version: str,
+        upgraded_from: str | None = None,
+        kueue_before: str | None = None,
+    ) -> dict[str, Any]:
         """The first expectation whose ranges hold. One with `upgraded_from` (the
-        release the stack ran before an upgrade; the UP family) holds only on such a
-        stack, and only for a release in that range."""
+        release of the policy's component the stack ran before an upgrade; the UP
+        family) holds only on such a stack, and only for a release in that range;
+        one with `kueue_upgraded_from`, the same for the Kueue release before it
+        (a gap that the old Kueue's writes cause, whatever the Trainer was)."""
         for expectation in self.expectations:
-            since = expectation.values.get(UPGRADED_FROM)
-            if since is not None and (upgraded_from is None or not in_range(upgraded_from, since)):
-                continue
-            if in_range(trainer_version, expectation.trainer):
-                return expectation.values
+            for key, before in (
+                (UPGRADED_FROM, upgraded_from),
+                (KUEUE_UPGRADED_FROM, kueue_before),
+            ):
+                since = expectation.values.get(key)
+                if since is not None and (before is None or not in_range(before, since)):
+                    break
+            else:
+                if in_range(trainer_version, expectation.trainer):
+                    return expectation.values
         return {}
 
-    def outcome(self, trainer_version: str, upgraded_from: str | None = None) -> Outcome:
+    def outcome(
+        self,
+        trainer_version: str,
+        upgraded_from: str | None = None,
+        kueue_before: str | None = None,
+    ) -> Outcome:
         if not in_range(trainer_version, self.trainer):
             return Outcome.NOT_APPLICABLE
-        values = self._matching(trainer_version, upgraded_from)
+        values = self._matching(trainer_version, upgraded_from, kueue_before)
         return Outcome(values.get("outcome", Outcome.HOLDS.value))
 
-    def gap_reference(self, trainer_version: str, upgraded_from: str | None = None) -> str:
-        return str(self._matching(trainer_version, upgraded_from).get("reference", "")).strip()
+    def gap_reference(
+        self,
+        trainer_version: str,
+        upgraded_from: str | None = None,
+        kueue_before: str | None = None,
+    ) -> str:
+        values = self._matching(trainer_version, upgraded_from, kueue_before)
+        return str(values.get("reference", "")).strip()
 
     def expected(self, key: str, trainer_version: str) -> Any:
         values = self._matching(trainer_version)
@@ -120,6 +147,8 @@ _REQUIRED = ("title", "statement", "source")
 UPGRADE = "upgrade"
 # An expectation's range of the release an upgraded stack ran before (UP family).
 UPGRADED_FROM = "upgraded_from"
+# The same for the Kueue release the upgraded stack ran before.
+KUEUE_UPGRADED_FROM = "kueue_upgraded_from"
 JUDGED_BY = ("run", UPGRADE)
 
 
@@ -190,7 +219,12 @@ def _check_ranges(
     policy_id: str, entry: dict[str, Any], expectations: list[Expectation], where: str
 ) -> None:
     component = _component(policy_id, entry, where)
-    since = [str(e.values[UPGRADED_FROM]) for e in expectations if UPGRADED_FROM in e.values]
+    since = [
+        str(e.values[key])
+        for e in expectations
+        for key in (UPGRADED_FROM, KUEUE_UPGRADED_FROM)
+        if key in e.values
+    ]
     for spec in [str(entry[component]), *(e.trainer for e in expectations), *since]:
         try:
             parse_range(spec)

@@ -113,3 +113,47 @@ def wait_jobset_template(
     return view.wait(
         f"JobSet {name} to select {selector_key}={selector_value} with gates {gates}", probe
     )
+
+
+def plain_jobset(name: str, namespace: str, image: str, replicas: int = 1) -> dict[str, Any]:
+    """A suspended JobSet of one replicated job, created by the test itself (not by the
+    Trainer): what JobSet's own webhooks judge, with no controller of the harness's
+    stack writing to it."""
+    pod_spec = {"restartPolicy": "Never", "containers": [{"name": "main", "image": image}]}
+    return {
+        "apiVersion": JOBSET.api_version,
+        "kind": JOBSET.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": replicas,
+                    "template": {"spec": {"template": {"spec": pod_spec}}},
+                }
+            ],
+        },
+    }
+
+
+def delete_jobset(view: TrainJobView, name: str) -> str:
+    """Delete a TrainJob's JobSet (its Jobs and Pods go with it); its uid, to tell a
+    JobSet created in its place from it."""
+    uid = str(view.get(JOBSET, name)["metadata"]["uid"])
+    view.kube.delete(*JOBSET, name=name, namespace=view.namespace, propagation_policy="Background")
+    return uid
+
+
+def wait_jobset_replaced(view: TrainJobView, name: str, old_uid: str) -> dict[str, Any]:
+    """A JobSet of this name other than the deleted one (`old_uid`)."""
+
+    def probe() -> dict[str, Any] | NotYet:
+        found = view.find(JOBSET, name)
+        if found is None:
+            return NotYet(f"no JobSet {name} since the deletion")
+        if found["metadata"]["uid"] == old_uid:
+            return NotYet(f"JobSet {name} is still the deleted one (uid {old_uid})")
+        return found
+
+    return view.wait(f"JobSet {name} created again", probe)

@@ -1,4 +1,5 @@
-"""A release's ClusterTrainingRuntime as the cluster's nodes can run it.
+"""Runtimes a policy creates: a release's ClusterTrainingRuntime as the cluster's
+nodes can run it, and namespaced variants of the harness's own runtime.
 
 A policy about the Trainer's and JobSet's wiring (a runtime becomes a JobSet,
 Jobs and Pods that run and succeed) needs the runtime's containers to start.
@@ -53,3 +54,49 @@ def stand_in_copy(
                 container["command"] = list(STAND_IN_COMMAND)
                 container.pop("args", None)
     return found
+
+
+# The label that makes a replicated job the Trainer's trainer (or an initializer).
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+
+
+def namespaced(cluster_runtime: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """A ClusterTrainingRuntime's manifest as a TrainingRuntime in `namespace`: a
+    webhook narrowed to skip the test's namespaces (a break) then lets it through,
+    which it never does for a cluster-scoped object."""
+    runtime = copy.deepcopy(cluster_runtime)
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"]["namespace"] = namespace
+    return runtime
+
+
+def _job(runtime: dict[str, Any], name: str) -> dict[str, Any]:
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return next(job for job in jobs if job["name"] == name)
+
+
+def without_node_container(runtime: dict[str, Any], renamed: str = "main") -> dict[str, Any]:
+    """The runtime with its trainer job's `node` container renamed (the only change)."""
+    changed = copy.deepcopy(runtime)
+    trainer = next(
+        job
+        for job in changed["spec"]["template"]["spec"]["replicatedJobs"]
+        if (job["template"].get("metadata") or {}).get("labels", {}).get(ANCESTOR_LABEL)
+        == "trainer"
+    )
+    for container in trainer["template"]["spec"]["template"]["spec"]["containers"]:
+        if container["name"] == "node":
+            container["name"] = renamed
+    return changed
+
+
+def with_depends_on(runtime: dict[str, Any], job: str, on: list[str]) -> dict[str, Any]:
+    """The runtime with `job` depending on each job of `on` reaching Complete."""
+    changed = copy.deepcopy(runtime)
+    _job(changed, job)["dependsOn"] = [{"name": name, "status": "Complete"} for name in on]
+    return changed
+
+
+def depends_on(runtime: dict[str, Any], job: str) -> list[str]:
+    """The jobs `job` depends on, as stored."""
+    return [entry["name"] for entry in _job(runtime, job).get("dependsOn") or []]

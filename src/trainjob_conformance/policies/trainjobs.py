@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainjob_conformance.kube.kinds import TRAINJOB
+from trainjob_conformance.kube.timestamps import parse_time
 from trainjob_conformance.policies.view import TrainJobView
 
 EXAMPLE_GATES = ["example.com/gate-a", "example.com/gate-b"]
@@ -53,3 +54,17 @@ def kueue_pod_template_patch(
         if labels.get(KUEUE_PODSET_LABEL) and replicated_job in targets:
             return {"metadata": override.get("metadata") or {}, "spec": override.get("spec") or {}}
     return None
+
+
+def runtime_patch_times(trainjob: dict[str, Any]) -> dict[str, str | None]:
+    """Each runtime patch's manager and the time stored with it (None: no time)."""
+    patches = trainjob["spec"].get("runtimePatches") or []
+    return {patch["manager"]: patch.get("time") for patch in patches}
+
+
+def seconds_apart(first: str, second: str) -> float:
+    """How far apart two RFC 3339 times are, in seconds (second minus first)."""
+    parsed = [parse_time(text) for text in (first, second)]
+    if parsed[0] is None or parsed[1] is None:
+        raise AssertionError(f"not an RFC 3339 time: {first!r} or {second!r}")
+    return parsed[1][0] - parsed[0][0]

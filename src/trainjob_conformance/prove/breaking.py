@@ -48,11 +48,26 @@ DROPPED_RULES_ANNOTATION = "trainjob-conformance.kubeflow.org/prove-dropped-rule
 
 
 def field_schema(version: dict[str, Any], field: str) -> dict[str, Any]:
-    """The schema node of a dotted field in one version of a CRD ({} if absent)."""
+    """The schema node of a dotted field in one version of a CRD ({} if absent);
+    "." is the schema's root, where rules on metadata live."""
     node = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+    if field == ".":
+        return node
     for part in field.split("."):
         node = (node.get("properties") or {}).get(part) or {}
     return node
+
+
+def value_at(document: Any, path: str) -> Any:
+    """The value at a dotted path (list items by index), None where absent."""
+    for part in path.split("."):
+        if isinstance(document, list):
+            document = document[int(part)] if part.isdigit() and int(part) < len(document) else None
+        elif isinstance(document, dict):
+            document = document.get(part)
+        else:
+            return None
+    return document
 
 
 def probe_namespace(item: Break) -> str:
@@ -264,16 +279,23 @@ class AppliedBreak:
     # -- probes -----------------------------------------------------------
 
     def _probe_answer(self) -> str:
-        """'accepted' or 'refused: <the cluster's words>' for the break's dry-run probe."""
+        """'accepted' or 'refused: <the cluster's words>' for the break's dry-run probe.
+
+        A defaulting webhook refuses nothing: for its break (`probe_defaults`) the
+        probe counts as refused while the answer carries what the webhook sets,
+        and as accepted once it does not."""
         (document,) = self.item.render(self.item.probe, **self.variables)
         document.setdefault("metadata", {})["namespace"] = self.namespace
         try:
             if self.item.probe_update:
                 self._update_probe(document)
-            else:
-                self.kube.create(document, dry_run=True)
+                return "accepted"
+            answer = self.kube.create(document, dry_run=True)
         except Rejected as refused:
             return f"refused: {refused.message}"
+        path = self.item.probe_defaults
+        if path and value_at(answer, path) is not None:
+            return f"refused: webhook {self.item.webhook} set {path}"
         return "accepted"
 
     def _update_probe(self, document: dict[str, Any]) -> None:

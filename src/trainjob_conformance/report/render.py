@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.policies.fixes import lacking_line, load_fixes, summary_line
 from trainjob_conformance.policies.layers import counts_by_kind
 from trainjob_conformance.report.files import write_whole
 from trainjob_conformance.report.model import (
@@ -106,12 +108,28 @@ def _profiles(reports: list[RunReport]) -> list[Profile]:
     ]
 
 
+def _fixes_lines(reports: list[RunReport]) -> list[str]:
+    """The upstream-fix figure, and per run the listed fixes its releases lack; none
+    where the list cannot be read (the report still renders)."""
+    try:
+        fixes = load_fixes()
+    except ConformanceError:
+        return []
+    lines = [summary_line(fixes) + " (docs/upstream-fixes.md)."]
+    for report in reports:
+        lacking = lacking_line(fixes, report.versions)
+        if lacking:
+            lines.append(f"{report.profile}: {lacking}.")
+    return lines
+
+
 def markdown(reports: list[RunReport]) -> str:
     lines = ["# TrainJob conformance", ""]
     lines += [
         f"- **{p.profile}** ({p.provider}, {p.started}, {p.seconds}s): {p.versions}. {p.totals}"
         for p in _profiles(reports)
     ]
+    lines += [f"- {line}" for line in _fixes_lines(reports)]
     lines += ["", "| policy | title | " + " | ".join(r.profile for r in reports) + " |"]
     lines.append("|---|---|" + "---|" * len(reports))
     for row in _rows(reports):
@@ -136,6 +154,7 @@ def html_page(reports: list[RunReport]) -> str:
     return render_page(
         "conformance.html.j2",
         profiles=_profiles(reports),
+        fixes=_fixes_lines(reports),
         rows=_rows(reports),
         problems=_problems(reports),
     )

@@ -14,6 +14,7 @@ from trainjob_conformance.report.repro.steps import Replay, Step
 REPOSITORIES = {
     "trainer": "kubeflow/trainer",
     "training-operator": "kubeflow/training-operator",
+    "jobset": "kubernetes-sigs/jobset",
 }
 _THREAD = re.compile(r"\b([\w.-]+/[\w.-]+)#(\d+)")
 
