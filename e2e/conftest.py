@@ -10,6 +10,7 @@ from trainjob_conformance.cluster.capabilities import Topology, largest_fitting_
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
 from trainjob_conformance.kube.kinds import CLUSTER_TRAINING_RUNTIME, LOCAL_QUEUE
 from trainjob_conformance.kube.waits import NotYet, wait_for
+from trainjob_conformance.policies.admission import accepted_within
 from trainjob_conformance.policies.runtimes import images_of, stand_in_copy
 from trainjob_conformance.policies.view import TrainJobView
 
@@ -31,6 +32,8 @@ def schedulable_nodes(trainjob_cluster) -> Callable[[int], set[str]]:
 MIN_POD_CPU = 10  # millicores
 # A Pod's default termination grace (30 s) and then some.
 TERMINATING_BOUND = 45.0
+# How long a new runtime may take to reach the Trainer's cache (seconds).
+RUNTIME_SEEN_SECONDS = 30.0
 
 
 @pytest.fixture
@@ -91,6 +94,16 @@ def runnable_runtime(trainjob_cluster, trainjob_view: TrainJobView) -> Callable[
         stand_in = f"{trainjob_view.namespace}-{name}"
         trainjob_view.create(
             stand_in_copy(runtime, stand_in, HOLD_IMAGE, trainjob_cluster.can_run_image)
+        )
+        # The Trainer's webhook finds a TrainJob's runtime in its manager's cache, which
+        # sees a new runtime a moment after the API server stored it (seen on kind:
+        # "specified clusterTrainingRuntime must be created before the TrainJob"): the
+        # test starts once a dry run of a TrainJob naming it is accepted.
+        probe = trainjob_view.trainjob_manifest("runtime-probe", runtime=stand_in, suspend=True)
+        accepted_within(
+            lambda: trainjob_view.kube.create(probe, dry_run=True),
+            RUNTIME_SEEN_SECONDS,
+            f"the Trainer has seen ClusterTrainingRuntime {stand_in}",
         )
         return stand_in
 
