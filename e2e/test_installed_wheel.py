@@ -102,6 +102,9 @@ def test_the_wheel_carries_the_suite_and_says_its_version(installed):
         env,
     ).strip()
     assert "site-packages" in where and str(REPO) not in where, where
+    # The upstream-fix list, which the report's summary and `outdated` read.
+    figure = _sh([str(bin_dir / "python"), "-m", "trainjob_conformance.policies.fixes"], work, env)
+    assert figure.splitlines()[-1].startswith("total: "), figure
     rendered = _sh(
         [
             str(bin_dir / "trainjob-conformance"),

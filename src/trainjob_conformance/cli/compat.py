@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import signal
 import time
 from pathlib import Path
 
 from trainjob_conformance.cli.matrix import job_count, matrix_child
 from trainjob_conformance.cli.run import add_cluster_options, check_run_args, record_command
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.lifecycle.processes import how_it_ended
 from trainjob_conformance.progress import say
 
 AXES = ("trainer", "kueue", "jobset")
@@ -175,12 +175,12 @@ def run_compat(args: argparse.Namespace) -> int:
     outcomes = FanOut(tasks, args.jobs, exit_code=lambda code: code).run() if tasks else []
     ran = {cell.profile for cell in runnable}
     # A run that left no result: its reason is how its pytest ended.
-    ended = {outcome.name: _how_it_ended(outcome.exit_code) for outcome in outcomes}
+    ended = {outcome.name: how_it_ended(outcome.exit_code) for outcome in outcomes}
     for cell in cells:
         path = report_dir / f"{cell.profile}.json"
         report = RunReport.read(path) if cell.profile in ran and path.is_file() else None
         if report is None and cell.profile in ended:
-            cell.reason = f"the run left no result file: {ended[cell.profile]}"
+            cell.reason = f"the run left no result file: its pytest {ended[cell.profile]}"
         judge(cell, report)
     label = f"the policies {', '.join(args.policy)}" if args.policy else "the catalog"
     table = CompatTable(cells, axes["trainer"], axes["kueue"], axes["jobset"], label, notes)
@@ -192,12 +192,6 @@ def run_compat(args: argparse.Namespace) -> int:
     for cell in cells:
         print(f"  {cell.profile}: {cell.word}: {cell.reason}")
     return 0 if all(cell.word == COMPATIBLE for cell in cells) else 1
-
-
-def _how_it_ended(code: int) -> str:
-    if code < 0:
-        return f"its pytest was killed by {signal.Signals(-code).name}"
-    return f"its pytest exited {code}"
 
 
 def _installed_cell(args: argparse.Namespace) -> int:

@@ -238,3 +238,10 @@ def reap_abandoned(runs_root: Path) -> None:
                 f"[trainjob-conformance] stopped what a dead run left in {ledger.path.parent}: {names}",
                 file=sys.stderr,
             )
+
+
+def how_it_ended(returncode: int) -> str:
+    """A child's end in words: `killed by SIGKILL` for a signal, `exit N` otherwise."""
+    if returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
+    return f"exit {returncode}"

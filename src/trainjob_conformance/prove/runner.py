@@ -24,6 +24,7 @@ from trainjob_conformance.invocation import PytestInvocation
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.lifecycle.interrupts import interruptible_child
+from trainjob_conformance.lifecycle.processes import how_it_ended
 from trainjob_conformance.policies.breaks import BREAK_LABEL, Break
 from trainjob_conformance.policies.catalog import Policy
 from trainjob_conformance.prove.breaking import AppliedBreak, cannot_host
@@ -148,9 +149,9 @@ def run_policies(
     code = children.run(command, out / "pytest.log")
     result = out / f"{settings.profile}.json"
     if not result.is_file():
-        ended = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
         raise NoResults(
-            f"the tests under {label} wrote no results (pytest {ended}); see {out / 'pytest.log'}",
+            f"the tests under {label} wrote no results (pytest {how_it_ended(code)}); "
+            f"see {out / 'pytest.log'}",
             code,
         )
     return RunReport.read(result)
