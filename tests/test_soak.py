@@ -11,7 +11,15 @@ import pytest
 from trainjob_conformance.bench import soak
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.report.model import PolicyResult, RunReport
-from trainjob_conformance.report.soak import FRESH, KEPT, SoakRun, flake_table, markdown, write_soak
+from trainjob_conformance.report.soak import (
+    FRESH,
+    KEPT,
+    SoakRun,
+    flake_table,
+    markdown,
+    read_soak,
+    write_soak,
+)
 
 pytestmark = pytest.mark.harness
 
@@ -102,7 +110,8 @@ def test_kept_runs_share_one_cluster_fresh_runs_get_one_each(tmp_path, monkeypat
     ]
     paths = write_soak(flake_table(outcome.runs), outcome.runs, tmp_path)
     assert json.loads(paths[1].read_text())["runs"][0] == {
-        "label": "kept-001", "mode": "kept", "provider": "embedded", "seconds": 60.0
+        "label": "kept-001", "mode": "kept", "provider": "embedded", "seconds": 60.0,
+        "results": "kept-001",
     }  # fmt: skip
 
 
@@ -116,3 +125,46 @@ def test_a_cluster_that_does_not_start_is_a_problem_of_its_runs_not_a_crash(tmp_
         "kept-001: the cluster did not start: etcd did not answer",
         "kept-002: the cluster did not start: etcd did not answer",
     ]
+
+
+def test_the_table_is_rewritten_after_each_run_so_a_stopped_soak_keeps_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(soak, "make_provider", lambda request: StandInCluster(request.run_dir))
+    monkeypatch.setattr(soak, "run_policies", lambda *a, **k: report(("A", "pass", "")))
+    seen: list[int] = []
+
+    soak.run_soak(
+        soak.SoakRequest("latest", "embedded", {}, 2, 1, tmp_path, 2),
+        lambda line: None,
+        lambda so_far: seen.append(len(so_far.runs)),
+    )
+
+    assert seen == [1, 2, 3]
+
+
+def test_soaks_written_before_combine_into_one_table_per_provider(tmp_path):
+    for name, provider, word in (("embedded", "embedded", "pass"), ("kind", "kind", "FAIL")):
+        directory = tmp_path / name
+        runs = []
+        for label in ("kept-001", "fresh-001"):
+            run = report(("A", "pass", ""), ("B", word if label == "fresh-001" else "pass", "why"))
+            run.write(directory / label)
+            runs.append(SoakRun(label, label[:-4], provider, run, directory / label))
+        write_soak(flake_table(runs), runs, directory, ["kept-002: the cluster did not start"])
+
+    runs, problems = read_soak(tmp_path / "embedded")
+    more_runs, more_problems = read_soak(tmp_path / "kind")
+    rows = {(r.policy, r.provider): r for r in flake_table(runs + more_runs)}
+
+    assert [run.label for run in runs] == ["embedded/kept-001", "embedded/fresh-001"]
+    assert not rows["B", "embedded"].flaky and rows["B", "kind"].flaky
+    assert rows["B", "kind"].odd == [("kind/fresh-001", "FAIL", "why")]
+    assert problems == ["embedded/kept-002: the cluster did not start"]
+    assert more_problems == ["kind/kept-002: the cluster did not start"]
+    combined = write_soak(flake_table(runs + more_runs), runs + more_runs, tmp_path / "all")
+    first = json.loads(combined[1].read_text())["runs"][0]
+    assert first["results"] == "../embedded/kept-001"
+
+
+def test_a_directory_without_a_soak_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ConformanceError, match="holds no soak that can be read"):
+        read_soak(tmp_path)

@@ -34,17 +34,25 @@ class SoakOutcome:
     problems: list[str]  # runs that left no result, in the harness's words
 
 
-def run_soak(request: SoakRequest, progress: Callable[[str], None]) -> SoakOutcome:
+def run_soak(
+    request: SoakRequest,
+    progress: Callable[[str], None],
+    after_each: Callable[[SoakOutcome], None] = lambda outcome: None,
+) -> SoakOutcome:
+    """Every run; `after_each` sees the outcome so far after each run (the command
+    rewrites the table then, so a soak stopped after 60 of 100 runs still has one)."""
     outcome = SoakOutcome([], [])
     children = Children()
     try:
         if request.kept:
             labels = [f"{KEPT}-{i:03d}" for i in range(1, request.kept + 1)]
-            _on_one_cluster(request, children, KEPT, labels, "kept-cluster", outcome, progress)
+            _on_one_cluster(
+                request, children, KEPT, labels, "kept-cluster", outcome, progress, after_each
+            )
         for i in range(1, request.fresh + 1):
             label = f"{FRESH}-{i:03d}"
             _on_one_cluster(
-                request, children, FRESH, [label], f"{label}-cluster", outcome, progress
+                request, children, FRESH, [label], f"{label}-cluster", outcome, progress, after_each
             )
     finally:
         children.stop()
@@ -59,6 +67,7 @@ def _on_one_cluster(
     cluster_dir: str,
     outcome: SoakOutcome,
     progress: Callable[[str], None],
+    after_each: Callable[[SoakOutcome], None],
 ) -> None:
     cluster = make_provider(
         ClusterRequest(
@@ -74,6 +83,7 @@ def _on_one_cluster(
         except ConformanceError as error:
             outcome.problems += [f"{label}: the cluster did not start: {error}" for label in labels]
             progress(f"{', '.join(labels)}: the cluster did not start: {error}")
+            after_each(outcome)
             return
         settings = ChildSettings(request.profile, handle.kubeconfig, request.out, request.packs)
         for label in labels:
@@ -84,9 +94,11 @@ def _on_one_cluster(
             except ConformanceError as error:
                 outcome.problems.append(f"{label}: {error}")
                 progress(f"{label}: {error}")
+                after_each(outcome)
                 continue
-            outcome.runs.append(SoakRun(label, mode, request.provider, report))
+            outcome.runs.append(SoakRun(label, mode, request.provider, report, request.out / label))
             counts = ", ".join(f"{n} {w}" for w, n in sorted(report.counts().items()))
             progress(f"{label}: {counts} in {report.wall_seconds:.0f} s")
+            after_each(outcome)
     finally:
         cluster.down()

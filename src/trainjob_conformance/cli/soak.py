@@ -22,6 +22,7 @@ from trainjob_conformance.cli.cluster_args import (
 from trainjob_conformance.cli.profile_args import add_profile, profile_arg
 from trainjob_conformance.cluster.registry import provider_kind, provider_kinds
 from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.report.soak import FRESH, KEPT, SoakRun, flake_table, write_soak
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,13 +51,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="reports/soak",
         help="soak.md and soak.json, and each run's results under DIR/<run> (default: %(default)s)",
     )
+    p.add_argument(
+        "--combine",
+        nargs="+",
+        metavar="SOAK_DIR",
+        help="run nothing: one flake table (in --report) over the runs of soaks written "
+        "before, e.g. an embedded and a kind soak, or several nights' soaks",
+    )
     p.set_defaults(func=run_soak_command)
 
 
 def run_soak_command(args: argparse.Namespace) -> int:
     from trainjob_conformance.bench.soak import SoakRequest, run_soak
-    from trainjob_conformance.report.soak import flake_table, write_soak
 
+    if args.combine:
+        return _combine(args)
     check_suite_present()
     check_cluster_args(args)
     profile = profile_arg(args)
@@ -81,21 +90,42 @@ def run_soak_command(args: argparse.Namespace) -> int:
         report,
         args.workers,
     )
-    outcome = run_soak(request, progress)
-    rows = flake_table(outcome.runs)
-    paths = write_soak(rows, outcome.runs, report)
+    outcome = run_soak(
+        request,
+        progress,
+        lambda so_far: write_soak(flake_table(so_far.runs), so_far.runs, report, so_far.problems),
+    )
+    return _conclude(outcome.runs, outcome.problems, report)
+
+
+def _combine(args: argparse.Namespace) -> int:
+    from trainjob_conformance.report.soak import read_soak
+
+    report = Path(args.report).resolve()
+    check_writable(report, "the report directory")
+    runs, problems = [], []
+    for directory in args.combine:
+        read_runs, read_problems = read_soak(Path(directory))
+        runs += read_runs
+        problems += read_problems
+    return _conclude(runs, problems, report)
+
+
+def _conclude(runs: list[SoakRun], problems: list[str], report: Path) -> int:
+    rows = flake_table(runs)
+    paths = write_soak(rows, runs, report, problems)
     flaky = [row for row in rows if row.flaky]
     print(
-        f"soak: {len(outcome.runs)} runs ({sum(r.mode == 'kept' for r in outcome.runs)} kept, "
-        f"{sum(r.mode == 'fresh' for r in outcome.runs)} fresh), {len(flaky)} of {len(rows)} "
+        f"soak: {len(runs)} runs ({sum(r.mode == KEPT for r in runs)} kept, "
+        f"{sum(r.mode == FRESH for r in runs)} fresh), {len(flaky)} of {len(rows)} "
         f"policies flaked; {', '.join(str(p) for p in paths)}"
     )
     for row in flaky:
         print(
             f"  FLAKY {row.policy} ({row.provider}): {row.words}; {row.odd[0][0]}: {row.odd[0][2][:200]}"
         )
-    for problem in outcome.problems:
+    for problem in problems:
         print(f"  no result: {problem}")
     if flaky:
         return 1
-    return 3 if outcome.problems else 0
+    return 3 if problems else 0

@@ -9,12 +9,14 @@ known gap every time is steady, a pass once and a FAIL once is not.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.report.files import write_whole
-from trainjob_conformance.report.model import SKIPPED, RunReport
+from trainjob_conformance.report.model import SKIPPED, RunReport, read_reports
 
 KEPT = "kept"
 FRESH = "fresh"
@@ -26,6 +28,7 @@ class SoakRun:
     mode: str  # KEPT: one cluster for all such runs; FRESH: a cluster of its own
     provider: str  # where the cluster came from (the run itself judges it as `existing`)
     report: RunReport
+    results_dir: Path | None = None  # the run's directory, when read back from disk
 
 
 @dataclass
@@ -94,10 +97,18 @@ def markdown(rows: list[PolicyFlakes], runs: list[SoakRun]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_soak(rows: list[PolicyFlakes], runs: list[SoakRun], directory: Path) -> list[Path]:
+def write_soak(
+    rows: list[PolicyFlakes],
+    runs: list[SoakRun],
+    directory: Path,
+    problems: list[str] | None = None,
+) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     md, data = directory / "soak.md", directory / "soak.json"
-    write_whole(md, markdown(rows, runs))
+    text = markdown(rows, runs)
+    if problems:
+        text += "\nRuns that left no result:\n\n" + "".join(f"- {p}\n" for p in problems)
+    write_whole(md, text)
     summary = {
         "runs": [
             {
@@ -105,10 +116,48 @@ def write_soak(rows: list[PolicyFlakes], runs: list[SoakRun], directory: Path) -
                 "mode": r.mode,
                 "provider": r.provider,
                 "seconds": r.report.wall_seconds,
+                # Where its results are, from the table's directory: a combined table
+                # points into the soaks it read.
+                "results": _relative(r.results_dir, directory) if r.results_dir else r.label,
             }
             for r in runs
         ],
+        "problems": problems or [],
         "policies": [{**asdict(row), "flaky": row.flaky} for row in rows],
     }
     write_whole(data, json.dumps(summary, indent=2) + "\n")
     return [md, data]
+
+
+def _relative(path: Path, start: Path) -> str:
+    return os.path.relpath(path.resolve(), start.resolve())
+
+
+def read_soak(directory: Path) -> tuple[list[SoakRun], list[str]]:
+    """The runs (and runs that left no result) of a soak written before, from its
+    soak.json and each run's result file: for one table over several soaks (kept
+    and fresh, embedded and kind, tonight's and last week's)."""
+    index = directory / "soak.json"
+    try:
+        data = json.loads(index.read_text())
+        entries = data["runs"]
+        problems = [f"{directory.name}/{p}" for p in data.get("problems", [])]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ConformanceError(
+            f"{directory} holds no soak that can be read ({error}); give a directory "
+            "a `soak` wrote (its --report)"
+        ) from None
+    runs = []
+    for entry in entries:
+        results_dir = directory / entry.get("results", entry["label"])
+        report = read_reports(results_dir)[0]
+        runs.append(
+            SoakRun(
+                f"{directory.name}/{entry['label']}",
+                entry["mode"],
+                entry["provider"],
+                report,
+                results_dir,
+            )
+        )
+    return runs, problems
