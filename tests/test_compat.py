@@ -17,6 +17,7 @@ from trainjob_conformance.report.compat import (
     POLICIES_BROKEN,
     Cell,
     CompatTable,
+    disagreements,
     html_page,
     judge,
     markdown,
@@ -77,6 +78,33 @@ def test_a_cell_without_a_run_is_not_run_with_its_reason():
     cell = Cell("v2.3.0", "v0.14.0", "v0.12.0", "p", reason="the build refused it: go: exit 1")
     judge(cell, None)
     assert (cell.word, cell.reason) == (NOT_RUN, "the build refused it: go: exit 1")
+
+
+def test_run_and_schema_check_agree_where_a_named_skew_meant_incompatible_and_none_compatible():
+    def cell(word: str, skews: list[str]) -> Cell:
+        out = Cell("v2.3.0", "v0.16.6", "v0.12.0", f"{word}-{len(skews)}", word, "why")
+        out.skews = skews
+        return out
+
+    agreeing = [
+        cell(INCOMPATIBLE, ["kueue reads spec.podTemplateOverrides, absent from TrainJob"]),
+        cell(COMPATIBLE, []),
+    ]
+    assert disagreements(agreeing) == []
+    wrong = disagreements(
+        [
+            cell(
+                COMPATIBLE, ["kueue reads spec.x, absent"]
+            ),  # the check saw a skew the run did not
+            cell(INCOMPATIBLE, []),  # the stack broke where no schema shows why
+            cell(POLICIES_BROKEN, []),
+            cell(COMPATIBLE, ["not checked: no module cache"]),  # no prediction to agree with
+        ]
+    )
+    assert [line.split(":")[0] for line in wrong] == [
+        "compatible-1", "incompatible-0", "policies broken-0", "compatible-1"
+    ]  # fmt: skip
+    assert "the run says incompatible (why); the schema check says no missing field" in wrong[1]
 
 
 def test_the_table_is_one_grid_per_jobset_release_with_a_word_per_cell(tmp_path: Path):

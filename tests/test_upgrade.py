@@ -316,9 +316,9 @@ def test_prove_leaves_the_upgrade_policies_to_upgrade():
 def test_an_expectation_upgraded_from_a_range_holds_only_on_such_an_upgrade():
     policy = load_catalog(suite().catalog)["UP-SUSP-001"]
 
-    assert policy.outcome("v2.3.0", upgraded_from="v2.1.0") is Outcome.KNOWN_GAP
-    assert "kubeflow/trainer#3199" in policy.gap_reference("v2.3.0", upgraded_from="v2.1.0")
-    assert policy.outcome("v2.3.0", upgraded_from="v2.2.1") is Outcome.HOLDS
+    assert policy.outcome("v2.3.0", {"trainer": "v2.1.0"}) is Outcome.KNOWN_GAP
+    assert "kubeflow/trainer#3199" in policy.gap_reference("v2.3.0", {"trainer": "v2.1.0"})
+    assert policy.outcome("v2.3.0", {"trainer": "v2.2.1"}) is Outcome.HOLDS
     assert policy.outcome("v2.3.0") is Outcome.HOLDS
 
 
@@ -335,12 +335,11 @@ def test_a_queued_trainjob_is_a_known_gap_when_the_trainer_or_the_kueue_before_i
     trainer_before, kueue_before, outcome
 ):
     policy = load_catalog(suite().catalog)["UP-KQ-002"]
+    before = {"trainer": trainer_before, "kueue": kueue_before} if trainer_before else {}
 
-    assert policy.outcome("v2.3.0", trainer_before, kueue_before) is outcome
+    assert policy.outcome("v2.3.0", before) is outcome
     if outcome is Outcome.KNOWN_GAP and trainer_before == "v2.3.0":
-        assert "kubernetes-sigs/kueue#10127" in policy.gap_reference(
-            "v2.3.0", trainer_before, kueue_before
-        )
+        assert "kubernetes-sigs/kueue#10127" in policy.gap_reference("v2.3.0", before)
 
 
 class RefusingForAWhile:

@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "compat",
         help="the Trainer x Kueue x JobSet compatibility table, from a run per combination",
         description="Exit codes: 0 every cell compatible; 1 a cell incompatible, with "
-        "policies broken, or not run; 2 bad input. The table is written in every case.",
+        "policies broken, or not run (with --require-agreement: 0 when every cell's run "
+        "agrees with its schema check, 1 otherwise); 2 bad input. The table is written "
+        "in every case.",
     )
     for axis in AXES:
         compat.add_argument(
@@ -43,6 +45,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     compat.add_argument(
         "-j", "--jobs", default="1", help="cells run at once (default: %(default)s)"
+    )
+    compat.add_argument(
+        "--require-agreement",
+        action="store_true",
+        help="exit 0 only when every cell's run agrees with its schema check (incompatible "
+        "where the check named a missing field, compatible where it named none), 1 otherwise, "
+        "whatever the cells' words: for a table whose incompatible cells are expected",
     )
     add_cluster_options(compat)
     compat.set_defaults(func=run_compat, report="reports/compat")
@@ -112,7 +121,14 @@ def cell_profile(trainer: str, kueue: str, jobset: str) -> str:
 
 def run_compat(args: argparse.Namespace) -> int:
     from trainjob_conformance.fanout import FanOut, Task
-    from trainjob_conformance.report.compat import COMPATIBLE, Cell, CompatTable, judge, write_table
+    from trainjob_conformance.report.compat import (
+        COMPATIBLE,
+        Cell,
+        CompatTable,
+        disagreements,
+        judge,
+        write_table,
+    )
     from trainjob_conformance.report.model import RunReport, read_reports
     from trainjob_conformance.report.render import write_reports
     from trainjob_conformance.stack.gobuild import build_profile
@@ -191,6 +207,15 @@ def run_compat(args: argparse.Namespace) -> int:
     print(f"compat: {counts}; table: {', '.join(str(p) for p in paths)}")
     for cell in cells:
         print(f"  {cell.profile}: {cell.word}: {cell.reason}")
+    wrong = disagreements(cells)
+    print(
+        f"compat: the run and the schema check agree on {len(cells) - len(wrong)} of "
+        f"{len(cells)} cells"
+    )
+    for line in wrong:
+        print(f"  disagree: {line}")
+    if args.require_agreement:
+        return 1 if wrong else 0
     return 0 if all(cell.word == COMPATIBLE for cell in cells) else 1
 
 
@@ -199,7 +224,13 @@ def _installed_cell(args: argparse.Namespace) -> int:
     which row, column and table of the full table that is."""
     from trainjob_conformance.cli import children
     from trainjob_conformance.cli.run import pytest_command
-    from trainjob_conformance.report.compat import COMPATIBLE, Cell, CompatTable, judge, write_table
+    from trainjob_conformance.report.compat import (
+        COMPATIBLE,
+        Cell,
+        CompatTable,
+        judge,
+        write_table,
+    )
     from trainjob_conformance.report.model import RunReport
     from trainjob_conformance.stack.profiles import DEFAULT_PROFILE
 

@@ -125,12 +125,7 @@ def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
         )
     upgrade = request.config.stash[stash.SETTINGS].upgrade_record
     before = UpgradeRecord.read(upgrade).source_versions if upgrade else {}
-    context = PolicyContext(
-        policy,
-        cluster.versions[policy.component],
-        before.get(policy.component),
-        before.get("kueue"),
-    )
+    context = PolicyContext(policy, cluster.versions[policy.component], before)
     request.node.stash[stash.CONTEXT] = context
     return context
 

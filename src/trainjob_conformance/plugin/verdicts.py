@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,16 +40,14 @@ class PolicyContext:
         self,
         policy: Policy,
         trainer_version: str,
-        upgraded_from: str | None = None,
-        kueue_before: str | None = None,
+        before: Mapping[str, str] | None = None,
     ) -> None:
         self.policy = policy
         self.trainer_version = trainer_version
-        # The releases before an upgrade, where the stack was upgraded (the UP family):
-        # the policy's component's, and Kueue's.
-        self.upgraded_from = upgraded_from
-        self.kueue_before = kueue_before
-        self.outcome = policy.outcome(trainer_version, upgraded_from, kueue_before)
+        # Each component's release before an upgrade, where the stack was upgraded
+        # (the UP family); empty otherwise.
+        self.before = dict(before or {})
+        self.outcome = policy.outcome(trainer_version, self.before)
         self.judged = False
         self.evidence: str | None = None
         # The test's record: what happens inside holds() is what the policy judged.
@@ -88,17 +86,17 @@ class PolicyContext:
             with observing:
                 yield
             return
-        reference = self.policy.gap_reference(
-            self.trainer_version, self.upgraded_from, self.kueue_before
-        )
+        reference = self.policy.gap_reference(self.trainer_version, self.before)
         try:
             with observing:
                 yield
         except AssertionError as error:
             first_line = str(error).splitlines()[0] if str(error) else "assertion failed"
-            since = f" upgraded from {self.upgraded_from}" if self.upgraded_from else ""
-            if self.kueue_before:
-                since += f" and Kueue {self.kueue_before}"
+            since = ""
+            if self.before.get(self.policy.component):
+                since = f" upgraded from {self.before[self.policy.component]}"
+            if self.before.get("kueue"):
+                since += f" and Kueue {self.before['kueue']}"
             pytest.xfail(
                 f"KNOWN UPSTREAM GAP {self.id} on {self.policy.component_name} {self.trainer_version}{since}: {reference} "
                 f"(observed: {first_line})"

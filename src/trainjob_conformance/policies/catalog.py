@@ -8,6 +8,7 @@ generation, TO-*). Its expectations use the same key.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,47 +92,37 @@ class Policy:
         return any(e.values.get("outcome") == Outcome.KNOWN_GAP.value for e in self.expectations)
 
     def _matching(
-        self,
-        trainer_version: str,
-        upgraded_from: str | None = None,
-        kueue_before: str | None = None,
+        self, trainer_version: str, before: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
-        """The first expectation whose ranges hold. One with `upgraded_from` (the
-        release of the policy's component the stack ran before an upgrade; the UP
-        family) holds only on such a stack, and only for a release in that range;
-        one with `kueue_upgraded_from`, the same for the Kueue release before it
-        (a gap that the old Kueue's writes cause, whatever the Trainer was)."""
+        """The first expectation whose ranges hold. `before` is the release of each
+        component the stack ran before an upgrade (empty or None: no upgrade). One
+        with `upgraded_from` (the UP family) holds only on such a stack, and only
+        where the policy's component was in that range before; one with
+        `kueue_upgraded_from`, the same for Kueue (a gap that the old Kueue's
+        writes cause, whatever the Trainer was)."""
+        before = before or {}
         for expectation in self.expectations:
-            for key, before in (
-                (UPGRADED_FROM, upgraded_from),
-                (KUEUE_UPGRADED_FROM, kueue_before),
+            for key, component in (
+                (UPGRADED_FROM, self.component),
+                (KUEUE_UPGRADED_FROM, "kueue"),
             ):
                 since = expectation.values.get(key)
-                if since is not None and (before is None or not in_range(before, since)):
+                was = before.get(component)
+                if since is not None and (was is None or not in_range(was, since)):
                     break
             else:
                 if in_range(trainer_version, expectation.trainer):
                     return expectation.values
         return {}
 
-    def outcome(
-        self,
-        trainer_version: str,
-        upgraded_from: str | None = None,
-        kueue_before: str | None = None,
-    ) -> Outcome:
+    def outcome(self, trainer_version: str, before: Mapping[str, str] | None = None) -> Outcome:
         if not in_range(trainer_version, self.trainer):
             return Outcome.NOT_APPLICABLE
-        values = self._matching(trainer_version, upgraded_from, kueue_before)
+        values = self._matching(trainer_version, before)
         return Outcome(values.get("outcome", Outcome.HOLDS.value))
 
-    def gap_reference(
-        self,
-        trainer_version: str,
-        upgraded_from: str | None = None,
-        kueue_before: str | None = None,
-    ) -> str:
-        values = self._matching(trainer_version, upgraded_from, kueue_before)
+    def gap_reference(self, trainer_version: str, before: Mapping[str, str] | None = None) -> str:
+        values = self._matching(trainer_version, before)
         return str(values.get("reference", "")).strip()
 
     def expected(self, key: str, trainer_version: str) -> Any:

@@ -89,6 +89,13 @@ class Children:
                 self.running.add(child)
             try:
                 return child.wait()
+            except BaseException:
+                # Interrupted while waiting (SIGTERM to this process alone, say): the
+                # child is stopped and waited for here, while it is still among the
+                # running; once the wait has unwound, nothing would signal it and it
+                # would outlive this process's "nothing left running".
+                self.stop()
+                raise
             finally:
                 with self.lock:
                     self.running.discard(child)

@@ -118,6 +118,26 @@ def judge(cell: Cell, report: RunReport | None) -> None:
     cell.reason = f"{cell.counts.get(PASS, 0)} pass" + (f", {gaps} known-gap" if gaps else "")
 
 
+def disagreements(cells: Iterable[Cell]) -> list[str]:
+    """The cells where the run and the schema check, found independently, tell
+    different stories: incompatible is expected exactly where the check named a
+    missing field, compatible where it named none. A disagreement means the check
+    missed a skew, or the stack broke for a reason no schema shows (or the check
+    could not read a source)."""
+    wrong = []
+    for cell in cells:
+        named = [line for line in cell.skews if not line.startswith("not checked")]
+        unread = [line for line in cell.skews if line.startswith("not checked")]
+        expected = INCOMPATIBLE if named else COMPATIBLE
+        if unread or cell.word != expected:
+            check = "; ".join(cell.skews) or "no missing field"
+            wrong.append(
+                f"{cell.profile}: the run says {cell.word} ({cell.reason}); "
+                f"the schema check says {check}"
+            )
+    return wrong
+
+
 @dataclass
 class CompatTable:
     cells: list[Cell]
