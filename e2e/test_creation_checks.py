@@ -3,6 +3,8 @@ runtimes it could not run (policies from upstream's fixes, docs/upstream-fixes.m
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from trainjob_conformance.kube.kinds import TRAINING_RUNTIME, TRAINJOB
@@ -16,6 +18,9 @@ from trainjob_conformance.policies.runtimes import (
 
 INITIALIZERS = ["dataset-initializer", "model-initializer"]
 DATASET_URI = "hf://example/dataset"
+# Runtimes with this label set to `disabled` skip the Trainer's runtime webhooks
+# (an objectSelector of the release's webhook configuration, from v2.3.0).
+VALIDATION_LABEL = "trainer.kubeflow.org/webhook-validation"
 
 
 @pytest.mark.policy("TJ-NAME-001")
@@ -84,3 +89,27 @@ def test_a_trainjob_asking_for_a_dataset_its_runtime_cannot_initialize_is_refuse
     assert "validator.trainjob.trainer.kubeflow.org" in refused.message, refused
     assert "must have dataset-initializer job" in refused.message, refused
     assert view.find(TRAINJOB, "wants-data") is None, "TrainJob wants-data was stored"
+
+
+@pytest.mark.policy("TJ-RT-004")
+def test_a_runtime_labelled_webhook_validation_disabled_is_not_checked_by_the_runtime_webhook(
+    trainjob_view, trainjob_policy
+):
+    view = trainjob_view
+    invalid = without_node_container(
+        namespaced(view.render("clustertrainingruntime", name="checked"), view.namespace)
+    )
+    unchecked = copy.deepcopy(invalid)
+    unchecked["metadata"]["name"] = "unchecked"
+    unchecked["metadata"].setdefault("labels", {})[VALIDATION_LABEL] = "disabled"
+
+    refused = rejection_of(lambda: view.create(invalid))
+    assert "validator.trainingruntime.trainer.kubeflow.org" in refused.message, refused
+    assert view.find(TRAINING_RUNTIME, "checked") is None, "TrainingRuntime checked was stored"
+    if trainjob_policy.expected("label_skips_validation"):
+        acceptance_of(lambda: view.create(unchecked))
+        assert view.find(TRAINING_RUNTIME, "unchecked"), "TrainingRuntime unchecked not stored"
+    else:
+        # Releases before the label: it changes nothing, the runtime is refused alike.
+        refused = rejection_of(lambda: view.create(unchecked))
+        assert "validator.trainingruntime.trainer.kubeflow.org" in refused.message, refused

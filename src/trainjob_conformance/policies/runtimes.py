@@ -97,6 +97,15 @@ def with_depends_on(runtime: dict[str, Any], job: str, on: list[str]) -> dict[st
     return changed
 
 
+def with_first(runtime: dict[str, Any], job: str) -> dict[str, Any]:
+    """The runtime with `job` moved to the front of its replicated jobs: JobSet lets a
+    job depend only on jobs listed before it."""
+    changed = copy.deepcopy(runtime)
+    jobs = changed["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs.insert(0, jobs.pop(jobs.index(_job(changed, job))))
+    return changed
+
+
 def depends_on(runtime: dict[str, Any], job: str) -> list[str]:
     """The jobs `job` depends on, as stored."""
     return [entry["name"] for entry in _job(runtime, job).get("dependsOn") or []]

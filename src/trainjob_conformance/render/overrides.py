@@ -49,6 +49,9 @@ class PodOverride:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, Any], ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    # Further Pod spec fields, in the API's own words (affinity, imagePullSecrets,
+    # securityContext, ...): each Trainer release accepts its own set of them.
+    pod_spec: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_params(cls, params: Any) -> PodOverride:
@@ -57,7 +60,14 @@ class PodOverride:
                 f"each pod override must be a mapping such as "
                 f'{{"target_job": "node", "scheduling_gates": ["example.com/g"]}}, not {params!r}'
             )
-        known = {"target_job", "scheduling_gates", "node_selector", "tolerations", "labels"}
+        known = {
+            "target_job",
+            "scheduling_gates",
+            "node_selector",
+            "tolerations",
+            "labels",
+            "pod_spec",
+        }
         unknown = sorted(set(params) - known)
         if unknown:
             raise ConformanceError(
@@ -79,16 +89,22 @@ class PodOverride:
             isinstance(t, dict) for t in tolerations
         ):
             raise ConformanceError("pod override tolerations must be a list of mappings")
+        pod_spec = params.get("pod_spec", {})
+        if not isinstance(pod_spec, dict) or not all(isinstance(k, str) for k in pod_spec):
+            raise ConformanceError(
+                "pod override pod_spec must map Pod spec field names (affinity, ...) to values"
+            )
         return cls(
             target_job=params["target_job"],
             scheduling_gates=tuple(gates),
             node_selector=dict(params.get("node_selector", {})),
             tolerations=tuple(tolerations),
             labels=dict(params.get("labels", {})),
+            pod_spec=dict(pod_spec),
         )
 
     def _pod_spec(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {}
+        spec: dict[str, Any] = dict(self.pod_spec)
         if self.node_selector:
             spec["nodeSelector"] = dict(self.node_selector)
         if self.tolerations:
