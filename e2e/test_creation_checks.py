@@ -8,7 +8,9 @@ import copy
 import pytest
 
 from trainjob_conformance.kube.kinds import TRAINING_RUNTIME, TRAINJOB
-from trainjob_conformance.policies.admission import acceptance_of, rejection_of
+from trainjob_conformance.kube.waits import NotYet
+from trainjob_conformance.policies.admission import acceptance_of, accepted_within, rejection_of
+from trainjob_conformance.policies.history import named, replay, resource_version, stored_while
 from trainjob_conformance.policies.runtimes import (
     depends_on,
     namespaced,
@@ -113,3 +115,84 @@ def test_a_runtime_labelled_webhook_validation_disabled_is_not_checked_by_the_ru
         # Releases before the label: it changes nothing, the runtime is refused alike.
         refused = rejection_of(lambda: view.create(unchecked))
         assert "validator.trainingruntime.trainer.kubeflow.org" in refused.message, refused
+
+
+RESOURCE_IN_USE = "trainer.kubeflow.org/resource-in-use"
+
+
+@pytest.mark.policy("TJ-RT-005")
+def test_a_runtime_a_trainjob_uses_is_deleted_as_the_release_says(trainjob_view, trainjob_policy):
+    view = trainjob_view
+    kept = trainjob_policy.expected("kept_while_in_use")
+    _runtime_in_use(view, "in-use", "user")
+    if kept:
+        _wait_finalizer(view, "in-use")
+    since = resource_version(view, TRAINING_RUNTIME)
+    try:
+        view.kube.delete(*TRAINING_RUNTIME, name="in-use", namespace=view.namespace)
+        if kept:
+            # The window closes once the runtime controller has acted after the
+            # deletion: it has put the finalizer on a runtime first used since.
+            _runtime_in_use(view, "witness", "witness")
+            _wait_finalizer(view, "witness")
+            history = replay(view, TRAINING_RUNTIME, since, field_selector=named("in-use"))
+            deleted = [e for e in history if e["type"] == "DELETED"]
+            assert not deleted, "TrainingRuntime in-use went while TrainJob user uses it"
+            stored = view.get(TRAINING_RUNTIME, "in-use")
+            assert stored["metadata"].get("deletionTimestamp"), "in-use is not Terminating"
+            view.kube.delete(*TRAINJOB, name="user", namespace=view.namespace)
+        view.wait(
+            "TrainingRuntime in-use to be gone",
+            lambda: _gone_or_why(view, "in-use"),
+        )
+        if not kept:
+            held = stored_while(
+                view,
+                TRAINING_RUNTIME,
+                since,
+                f"TrainingRuntime in-use with finalizer {RESOURCE_IN_USE}",
+                lambda runtime: RESOURCE_IN_USE in _finalizers(runtime),
+                field_selector=named("in-use"),
+            )
+            assert not held, f"the runtime was held for its TrainJob: {held}"
+            assert view.find(TRAINJOB, "user"), "TrainJob user went with its runtime"
+    finally:
+        # A finalizer nobody removes (a break's) must not hold the namespace.
+        for name in ("in-use", "witness"):
+            if view.find(TRAINING_RUNTIME, name):
+                view.kube.patch(
+                    *TRAINING_RUNTIME,
+                    name=name,
+                    namespace=view.namespace,
+                    body={"metadata": {"finalizers": None}},
+                )
+
+
+def _runtime_in_use(view, runtime: str, trainjob: str) -> None:
+    """A TrainingRuntime `runtime` and a suspended TrainJob `trainjob` that uses it."""
+    view.create(namespaced(view.render("clustertrainingruntime", name=runtime), view.namespace))
+    user = view.trainjob_manifest(
+        trainjob, runtime=runtime, runtime_kind="TrainingRuntime", suspend=True
+    )
+    accepted_within(
+        lambda: view.create(user), 30, f"the Trainer's webhook sees TrainingRuntime {runtime}"
+    )
+
+
+def _finalizers(obj: dict) -> list[str]:
+    return obj["metadata"].get("finalizers") or []
+
+
+def _wait_finalizer(view, runtime: str) -> None:
+    view.wait(
+        f"TrainingRuntime {runtime} to carry finalizer {RESOURCE_IN_USE}",
+        lambda: (
+            RESOURCE_IN_USE in _finalizers(view.get(TRAINING_RUNTIME, runtime))
+            or NotYet(f"finalizers {_finalizers(view.get(TRAINING_RUNTIME, runtime))}")
+        ),
+    )
+
+
+def _gone_or_why(view, runtime: str) -> bool | NotYet:
+    found = view.find(TRAINING_RUNTIME, runtime)
+    return found is None or NotYet(f"still there, finalizers {_finalizers(found)}")

@@ -364,6 +364,63 @@ def test_workload_podset_totals_follow_num_nodes_and_resources_per_node(
     assert {k: v for k, v in flavor_usage(cluster_queue).items() if k in expected} == expected
 
 
+# The runtime's own requests for its node container; the TrainJob names only cpu.
+RUNTIME_NODE_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
+TRAINJOB_CPU = "100m"
+
+
+def node_container_requests(pod_spec):
+    (container,) = [c for c in pod_spec["containers"] if c["name"] == "node"]
+    return (container.get("resources") or {}).get("requests") or {}
+
+
+@pytest.mark.policy("KQ-PODSET-004")
+def test_the_workloads_node_requests_equal_the_requests_of_its_pods(
+    trainjob_view, training_runtime, kueue_queue, trainjob_policy
+):
+    view = trainjob_view
+    queue = kueue_queue()
+    runtime = training_runtime(hold=True, node_requests=RUNTIME_NODE_REQUESTS)
+    submit(view, runtime, queue, "accounted", 1, {"requests": {"cpu": TRAINJOB_CPU}})
+    workload = wait_admitted(view, "accounted")
+    (pod,) = wait_pods(view, "accounted", 1)
+    podsets = {p["name"]: p for p in workload["spec"]["podSets"]}
+    reserved = node_container_requests(podsets["node"]["template"]["spec"])
+    requested = node_container_requests(pod["spec"])
+    # What every release agrees on: the cpu the TrainJob names.
+    assert reserved.get("cpu") == requested.get("cpu") == TRAINJOB_CPU, (
+        f"the Workload reserves {reserved}, the Pod requests {requested}"
+    )
+    trainjob_policy.gap_exercised(
+        "resourcesPerNode names only cpu; the runtime's node container also requests memory"
+    )
+
+    # A reproduction compares the Workload with this Pod as the run saw it: on a
+    # cluster whose Pod requests otherwise it stops before the observation.
+    view.record_wait(
+        "the Pod of TrainJob accounted to request the memory it requested in the run",
+        POD,
+        selector=f"{JOBSET_NAME_LABEL}=accounted",
+        jsonpath='{.items[*].spec.containers[?(@.name=="node")].resources.requests.memory}',
+        equals=str(requested.get("memory", "")),
+    )
+    with trainjob_policy.holds():
+        view.record_observation(
+            "the memory the Workload of TrainJob accounted reserves per Pod of job node",
+            WORKLOAD,
+            jsonpath=(
+                '{.items[?(@.metadata.ownerReferences[0].name=="accounted")].spec.podSets'
+                '[?(@.name=="node")].template.spec.containers[?(@.name=="node")]'
+                ".resources.requests.memory}"
+            ),
+            expected=str(requested.get("memory", "")),
+            observed=str(reserved.get("memory", "")),
+        )
+        assert reserved == requested, (
+            f"the Workload reserves {reserved} per Pod of job node, its Pod requests {requested}"
+        )
+
+
 # Initializer Jobs of the runtime, each with its container's requests.
 INITIALIZERS = {
     "dataset-initializer": {"cpu": "1", "memory": "256Mi"},

@@ -51,7 +51,9 @@ def _command(step: Step, namespace: str) -> str:
             words = [w if w != "{}" else f"<each of -l {selector}>" for w in words]
         line = "kubectl " + " ".join(shlex.quote(w) for w in words)
         return line.replace("'<each", "<each").replace(">'", ">")
-    target = (step.name or f"-l {step.selector}") + f" -n {namespace}"
+    # Neither a name nor a selector: every object of the kind, which the jsonpath filters.
+    target = (step.name or (f"-l {step.selector}" if step.selector else "")) + f" -n {namespace}"
+    target = target.lstrip()
     if step.kind == WAIT and step.files:
         probe = next(iter(step.files))
         return f"kubectl create --dry-run=server -f {probe} -o jsonpath='{step.jsonpath}'"
