@@ -48,6 +48,7 @@ from trainjob_conformance.policies.workloads import (
     wait_finished,
     wait_pending_for_quota,
     wait_workload,
+    workloads_of,
 )
 
 pytestmark = pytest.mark.kueue
@@ -419,6 +420,49 @@ def test_the_workloads_node_requests_equal_the_requests_of_its_pods(
         assert reserved == requested, (
             f"the Workload reserves {reserved} per Pod of job node, its Pod requests {requested}"
         )
+
+
+# A runtime of nine replicated jobs: one more than the 8 PodSets a Workload took
+# before Kueue v0.18.
+NINE_JOBS = [f"aux-{i}" for i in range(1, 9)]
+
+
+@pytest.mark.policy("KQ-PODSET-005")
+def test_a_trainjob_of_nine_replicated_jobs_gets_a_workload_and_is_admitted(
+    trainjob_view, training_runtime, kueue_queue, trainjob_policy
+):
+    view = trainjob_view
+    queue = kueue_queue()
+    submit(view, training_runtime(extra_jobs=NINE_JOBS), queue, "wide", 1, {})
+    # A witness queued after it: once it is admitted, Kueue has handled TrainJob wide.
+    submit(view, training_runtime(), queue, "witness", 1, {})
+    wait_admitted(view, "witness")
+    trainjob_policy.gap_exercised("TrainJob wide's runtime has 9 replicated jobs")
+
+    with trainjob_policy.holds():
+        with view.unrecorded():
+            try:
+                # Kueue makes a Workload as it first sees a TrainJob: once the
+                # witness is admitted, wide's is there or never will be.
+                view.wait(
+                    "a Workload of TrainJob wide", lambda: workloads_of(view, "wide"), timeout=15
+                )
+                workload = wait_admitted(view, "wide")
+            except WaitTimeout as timeout:
+                workload, why = None, str(timeout).splitlines()[0]
+        view.record_observation(
+            "whether the Workload of TrainJob wide is Admitted",
+            WORKLOAD,
+            jsonpath=(
+                '{.items[?(@.metadata.ownerReferences[0].name=="wide")]'
+                '.status.conditions[?(@.type=="Admitted")].status}'
+            ),
+            expected="True",
+            observed="True" if workload else "",
+        )
+        assert workload is not None, f"TrainJob wide of 9 replicated jobs was not admitted: {why}"
+        podsets = [p["name"] for p in workload["spec"]["podSets"]]
+        assert len(podsets) == 9, f"the Workload has PodSets {podsets}, not 9"
 
 
 # Initializer Jobs of the runtime, each with its container's requests.
