@@ -46,9 +46,7 @@ def test_a_runtime_whose_trainer_job_has_no_node_container_is_refused(
     trainjob_view, trainjob_policy
 ):
     view = trainjob_view
-    runtime = without_node_container(
-        namespaced(view.render("clustertrainingruntime", name="no-node"), view.namespace)
-    )
+    runtime = without_node_container(_namespaced_runtime(view, "no-node"))
     trainjob_policy.gap_exercised("TrainingRuntime no-node's trainer job has only a container main")
 
     with trainjob_policy.holds():
@@ -98,9 +96,7 @@ def test_a_runtime_labelled_webhook_validation_disabled_is_not_checked_by_the_ru
     trainjob_view, trainjob_policy
 ):
     view = trainjob_view
-    invalid = without_node_container(
-        namespaced(view.render("clustertrainingruntime", name="checked"), view.namespace)
-    )
+    invalid = without_node_container(_namespaced_runtime(view, "checked"))
     unchecked = copy.deepcopy(invalid)
     unchecked["metadata"]["name"] = "unchecked"
     unchecked["metadata"].setdefault("labels", {})[VALIDATION_LABEL] = "disabled"
@@ -170,7 +166,7 @@ def test_a_runtime_a_trainjob_uses_is_deleted_as_the_release_says(trainjob_view,
 
 def _runtime_in_use(view, runtime: str, trainjob: str) -> None:
     """A TrainingRuntime `runtime` and a suspended TrainJob `trainjob` that uses it."""
-    view.create(namespaced(view.render("clustertrainingruntime", name=runtime), view.namespace))
+    view.create(_namespaced_runtime(view, runtime))
     user = view.trainjob_manifest(
         trainjob, runtime=runtime, runtime_kind="TrainingRuntime", suspend=True
     )
@@ -196,3 +192,8 @@ def _wait_finalizer(view, runtime: str) -> None:
 def _gone_or_why(view, runtime: str) -> bool | NotYet:
     found = view.find(TRAINING_RUNTIME, runtime)
     return found is None or NotYet(f"still there, finalizers {_finalizers(found)}")
+
+
+def _namespaced_runtime(view, name: str) -> dict:
+    """The harness's runtime as a TrainingRuntime `name` of the test's namespace."""
+    return namespaced(view.render("clustertrainingruntime", name=name), view.namespace)
