@@ -17,6 +17,7 @@ from trainjob_conformance.policies.fixes import (
     coverage,
     lacking_line,
     load_fixes,
+    main,
     summary_line,
     write_markdown,
 )
@@ -109,3 +110,9 @@ def test_a_bad_list_is_one_line_naming_the_entry(tmp_path, text, says):
     with pytest.raises(ConformanceError, match=r"upstream-fixes\.yaml") as raised:
         load_fixes(path)
     assert says in str(raised.value)
+
+
+def test_a_page_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["--markdown", str(tmp_path / "missing.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read" in err and "Traceback" not in err

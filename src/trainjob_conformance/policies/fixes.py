@@ -224,9 +224,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", type=Path, metavar="PAGE", help="rewrite the tables of PAGE")
     args = parser.parse_args(argv)
-    fixes = load_fixes()
-    if args.markdown:
-        args.markdown.write_text(write_markdown(args.markdown.read_text(), fixes))
+    try:
+        fixes = load_fixes()
+        if args.markdown:
+            try:
+                page = args.markdown.read_text()
+            except OSError as error:
+                raise ConformanceError(
+                    f"cannot read {args.markdown} ({error.strerror}); give the page whose "
+                    "tables to rewrite, docs/upstream-fixes.md"
+                ) from None
+            args.markdown.write_text(write_markdown(page, fixes))
+    except ConformanceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     for name, counts in coverage(fixes).items():
         print(f"{COMPONENT_TITLES.get(name, name)}: {counts.line()}")
     return 0
