@@ -46,7 +46,8 @@ class Fix:
         found = _parts(version)
         if found is None:
             return False
-        lines = {_parts(release)[:2]: _parts(release) for release in self.releases}  # type: ignore[index]
+        listed = [_listed(release) for release in self.releases]
+        lines = {parts[:2]: parts for parts in listed}
         first = lines.get(found[:2])
         if first is not None:
             return found >= first
@@ -56,6 +57,14 @@ class Fix:
 def _parts(version: str) -> tuple[int, int, int] | None:
     match = _VERSION.match(version)
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def _listed(release: str) -> tuple[int, int, int]:
+    """A release of the list, which its load has already checked is vX.Y.Z."""
+    parts = _parts(release)
+    if parts is None:
+        raise ConformanceError(f"upstream-fix release {release!r} is not vX.Y.Z")
+    return parts
 
 
 def fixes_path() -> Path:
