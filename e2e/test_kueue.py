@@ -294,6 +294,45 @@ def test_kueue_ungates_tas_pods_into_one_topology_domain(
         assert len(domains) == 1, f"the Pods span {level} domains {sorted(domains)}"
 
 
+@pytest.mark.policy("KQ-TAS-003")
+def test_pods_whose_only_tas_annotation_is_a_slice_topology_are_ungated_and_placed(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
+):
+    view = trainjob_view
+    topology, level = tas_topology
+    queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
+    # Slices of one Pod, each in a domain of `level`, and no other TAS annotation.
+    # (Kueue's webhook judges the slice size against the runtime's own count, 1.)
+    runtime = training_runtime(hold=True, slice_topology=level, slice_size=1)
+
+    since, created = submit_tas(view, runtime, queue, two_pods())
+    for name, versions in created.items():
+        assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
+    wait_admitted(view, "tas")
+    trainjob_policy.gap_exercised(
+        "Kueue admitted the Workload and gated its Pods, whose only TAS annotations are "
+        "podset-slice-required-topology and podset-slice-size"
+    )
+
+    with trainjob_policy.holds():
+        try:
+            watch_pods(view, "tas", since, all_placed, "2 Pods ungated by Kueue and bound")
+            placed = ""
+        except WaitTimeout as timeout:
+            placed = str(timeout).splitlines()[0]
+        gates = sorted({g for pod in pods_of(view, "tas") for g in gate_names(pod["spec"])})
+        view.record_observation(
+            "the scheduling gates left on the Pods of TrainJob tas",
+            POD,
+            selector=f"{JOBSET_NAME_LABEL}=tas",
+            jsonpath="{.items[*].spec.schedulingGates[*].name}",
+            expected="",
+            observed=" ".join(gates),
+            within=60,
+        )
+        assert not placed, f"{placed}; gates left: {gates}"
+
+
 @pytest.mark.policy("KQ-PODSET-001")
 @pytest.mark.parametrize("num_nodes", [1, 3])
 def test_workload_podset_matches_the_trainjob_and_its_jobset(

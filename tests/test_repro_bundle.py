@@ -22,6 +22,7 @@ from trainjob_conformance.paths import suite
 from trainjob_conformance.policies.catalog import load_catalog
 from trainjob_conformance.report.archive import write_archive
 from trainjob_conformance.report.repro.bundle import bundle_files, write_bundle
+from trainjob_conformance.report.repro.script import _PRELUDE
 from trainjob_conformance.report.repro.steps import replay_of
 
 RECORDS = Path(__file__).resolve().parent / "records"
@@ -232,3 +233,53 @@ def test_bad_paths_are_refused_before_any_cluster_starts(tmp_path, capsys, where
 
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and says in err, err
+
+
+def _observe(tmp_path, within: int, flips_after: int) -> subprocess.CompletedProcess[str]:
+    """observe_value of repro.sh's prelude against a stand-in kubectl that prints
+    'gated' until its `flips_after`-th call, then '' (the expected value)."""
+    tmp_path.mkdir()
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(
+        "#!/bin/bash\n"
+        f"n=$(( $(cat {tmp_path}/n 2>/dev/null || echo 0) + 1 )); echo $n > {tmp_path}/n\n"
+        f'[ "$n" -gt {flips_after} ] || echo gated\n'
+    )
+    kubectl.chmod(0o755)
+    script = tmp_path / "observe.sh"
+    script.write_text(
+        _PRELUDE
+        + f"observe_value 'the gates' '' {within} -- get pods\n"
+        + 'reproduced "$OBSERVED"\n'
+    )
+    return subprocess.run(
+        ["bash", str(script), "kubeconfig"],
+        env={"KUBECTL": str(kubectl), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_a_patient_observation_reads_again_until_the_expected_value_or_its_bound(tmp_path):
+    # The cluster comes round within the bound: not reproduced.
+    assert _observe(tmp_path / "a", within=10, flips_after=3).returncode == 1
+    # Read once (within 0), the value seen first decides: reproduced.
+    done = _observe(tmp_path / "b", within=0, flips_after=3)
+    assert done.returncode == 0 and "REPRODUCED: the gates: 'gated'" in done.stdout
+
+
+def test_a_kubectl_warning_is_not_read_as_the_observed_value(tmp_path):
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text("#!/bin/bash\necho 'Warning: This version is deprecated.' >&2\necho True\n")
+    kubectl.chmod(0o755)
+    script = tmp_path / "observe.sh"
+    script.write_text(_PRELUDE + "observe_value 'admitted' True 0 -- get workloads\n")
+    done = subprocess.run(
+        ["bash", str(script), "kubeconfig"],
+        env={"KUBECTL": str(kubectl), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1 and "NOT REPRODUCED: admitted: 'True'" in done.stdout

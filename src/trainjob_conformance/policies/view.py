@@ -157,9 +157,12 @@ class TrainJobView:
         observed: str,
         name: str | None = None,
         selector: str | None = None,
+        within: float = 0,
     ) -> None:
         """Note what a policy judges, as kubectl prints it: the value the policy
-        expects, and the value this run saw."""
+        expects, and the value this run saw. `within`: the seconds the policy gives
+        the cluster to show the expected value (a reproduction reads again until
+        then); 0, the state the waits before it led to, read once."""
         if self.kube.recorder is None:
             return
         self.kube.recorder.observation(
@@ -168,6 +171,7 @@ class TrainJobView:
             jsonpath=jsonpath,
             expected=expected,
             observed=observed,
+            **({"within": within} if within else {}),
         )
 
     def wait(

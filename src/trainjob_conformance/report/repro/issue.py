@@ -75,8 +75,9 @@ def _step_line(number: int, step: Step, namespace: str) -> str:
         mark = " **(the observation)**" if step.observation else ""
         return f"{number}. {step.title}{mark}: {command}; in the run, {answer}{retried}"
     if step.kind == OBSERVATION:
+        patience = f" (read again for up to {step.within:g} s)" if step.within else ""
         return (
-            f"{number}. {step.title} **(the observation)**: {command}; "
+            f"{number}. {step.title} **(the observation)**: {command}{patience}; "
             f"the policy expects `{step.expected}`, the run saw `{step.observed}`"
         )
     ((how, want),) = step.match.items() or (("", ""),)

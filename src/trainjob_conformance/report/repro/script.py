@@ -29,6 +29,10 @@ fi
 KUBECTL="${KUBECTL:-kubectl}"
 TIMEOUT="${REPRO_TIMEOUT:-120}"
 k() { "$KUBECTL" "$@"; }
+# What kubectl prints of an object: its stdout alone, so that a warning (a deprecated
+# API version, when the bundle was recorded on another release) is not read as the
+# value; on failure, the error, for the message.
+value() { k "$@" 2>/dev/null || { k "$@" 2>&1; return 1; }; }
 say() { printf '%s\n' "$*"; }
 setup_error() {
   say "SETUP ERROR: $*" >&2
@@ -47,7 +51,7 @@ poll() { # TITLE HOW WANTED -- KUBECTL-ARGS: bounded, every 0.5 s
   local title="$1" how="$2" want="$3" seen="" deadline=$((SECONDS + TIMEOUT))
   shift 4
   while :; do
-    if seen="$(k "$@" 2>&1)" && matches "$how" "$want" "$seen"; then
+    if seen="$(value "$@")" && matches "$how" "$want" "$seen"; then
       say "    ok: ${seen:-(nothing)}"
       return 0
     fi
@@ -93,14 +97,19 @@ observe_request() { # RUN-ANSWER WHAT -- KUBECTL-ARGS
     sleep 0.5
   done
 }
-observe_value() { # WHAT EXPECTED -- KUBECTL-ARGS
-  local what="$1" expected="$2" seen
-  shift 3
-  seen="$(k "$@" 2>&1)" || setup_error "could not read $what: $seen"
+observe_value() { # WHAT EXPECTED WITHIN -- KUBECTL-ARGS: read again for WITHIN seconds
+  local what="$1" expected="$2" seen deadline=$((SECONDS + $3))
+  shift 4
+  while :; do
+    seen="$(value "$@")" || setup_error "could not read $what: $seen"
+    if [ "$seen" = "$expected" ]; then
+      say "    seen: '${seen}'   (the policy expects '${expected}')"
+      not_reproduced "$what: '${seen}', as the policy expects"
+    fi
+    [ "$SECONDS" -lt "$deadline" ] || break
+    sleep 0.5
+  done
   say "    seen: '${seen}'   (the policy expects '${expected}')"
-  if [ "$seen" = "$expected" ]; then
-    not_reproduced "$what: '${seen}', as the policy expects"
-  fi
   OBSERVED="$what: '${seen}' (the policy expects '${expected}')"
 }
 """
@@ -189,7 +198,8 @@ def _observe_lines(step: Step) -> list[str]:
     # A named object may be absent, which is an answer too: kubectl then prints nothing.
     absent = " --ignore-not-found" if step.name else ""
     return [
-        f"observe_value {shlex.quote(step.title)} {shlex.quote(step.expected)} -- get "
+        f"observe_value {shlex.quote(step.title)} {shlex.quote(step.expected)} "
+        f"{int(step.within)} -- get "
         f"{_quoted_target(step)}{absent} -o jsonpath={shlex.quote(step.jsonpath or '')}"
     ]
 

@@ -71,6 +71,9 @@ class Step:
     match: dict[str, Any] = field(default_factory=dict)
     expected: str = ""
     observed: str = ""
+    # Observations: how long the policy gives the cluster to show the expected value
+    # (0: read once, the state the waits before it led to).
+    within: float = 0.0
 
 
 @dataclass
@@ -244,6 +247,7 @@ def _read_step(entry: dict[str, Any], number: int) -> Step:
         match=dict(entry.get("match") or {}),
         expected=str(entry.get("expected") or ""),
         observed=str(entry.get("observed") or ""),
+        within=float(entry.get("within") or 0),
         observation=entry["step"] == OBSERVATION,
         files=files,
     )
