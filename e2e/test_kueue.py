@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 
 import pytest
+import yaml
 from kubernetes.utils import parse_quantity
 
 from trainjob_conformance.kube.errors import StackError
@@ -582,6 +583,62 @@ def multikueue_check(view, worker_name, kubeconfig_path=None):
     ):
         view.create(manifest)
     return view.namespace
+
+
+# A worker's kubeconfig that skips TLS verification, for a server nothing serves.
+INSECURE_KUBECONFIG = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "clusters": [
+        {
+            "name": "w",
+            "cluster": {"server": "https://127.0.0.1:9", "insecure-skip-tls-verify": True},
+        }
+    ],
+    "users": [{"name": "w", "user": {"token": "not-a-token"}}],
+    "contexts": [{"name": "w", "context": {"cluster": "w", "user": "w"}}],
+    "current-context": "w",
+}
+
+
+@pytest.mark.policy("KQ-MK-003")
+def test_a_worker_kubeconfig_that_skips_tls_verification_is_refused(trainjob_view, trainjob_policy):
+    view = trainjob_view
+    worker = f"{view.namespace}-insecure"
+    text = yaml.safe_dump(INSECURE_KUBECONFIG)
+    view.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": worker, "namespace": view.cluster.kueue_namespace},
+            "data": {"kubeconfig": base64.b64encode(text.encode()).decode()},
+        }
+    )
+    for manifest in view.templates.render(
+        "multikueue", name=view.namespace, clusters=[worker], kubeconfig_secret=worker
+    ):
+        view.create(manifest)
+    trainjob_policy.gap_exercised(f"MultiKueueCluster {worker}'s kubeconfig skips TLS verification")
+
+    def inactive():
+        found = condition(view.get(MULTIKUEUE_CLUSTER, worker), "Active")
+        return found if found.get("status") == "False" else NotYet(f"Active: {found or 'absent'}")
+
+    with trainjob_policy.holds():
+        found = view.wait(f"MultiKueueCluster {worker} to say it is not Active", inactive)
+        view.record_observation(
+            f"why MultiKueueCluster {worker} is not Active",
+            MULTIKUEUE_CLUSTER,
+            name=worker,
+            jsonpath='{.status.conditions[?(@.type=="Active")].reason}',
+            expected="InsecureKubeConfig",
+            observed=str(found.get("reason", "")),
+            within=30,
+        )
+        assert found.get("reason") == "InsecureKubeConfig", (
+            f"MultiKueueCluster {worker} is not Active for another reason: "
+            f"{found.get('reason')}: {found.get('message')}"
+        )
 
 
 def kubeconfig_secret(name, namespace, kubeconfig_path):
