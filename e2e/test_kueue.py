@@ -217,6 +217,13 @@ def test_waiting_trainjob_runs_once_the_first_finishes(
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 
 
+def tas_queue(kueue_queue, tas_topology):
+    """A queue on a topology-aware flavor of the nodes' topology, and the level two
+    Pods must share."""
+    topology, level = tas_topology
+    return kueue_queue(node_labels=topology.flavor_labels(), topology=topology), level
+
+
 def submit_tas(view, runtime, queue, resources):
     """Submit TrainJob `tas`; returns the resourceVersion to watch its Pods from, and
     their versions once both exist."""
@@ -238,8 +245,7 @@ def test_tas_pods_are_created_behind_the_topology_gate(
     trainjob_view, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
-    topology, level = tas_topology
-    queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
+    queue, level = tas_queue(kueue_queue, tas_topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
     _, created = submit_tas(view, runtime, queue, two_pods())
@@ -254,8 +260,7 @@ def test_kueue_ungates_tas_pods_into_one_topology_domain(
     trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
-    topology, level = tas_topology
-    queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
+    queue, level = tas_queue(kueue_queue, tas_topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
     since, created = submit_tas(view, runtime, queue, two_pods())
@@ -300,8 +305,7 @@ def test_pods_whose_only_tas_annotation_is_a_slice_topology_are_ungated_and_plac
     trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
-    topology, level = tas_topology
-    queue = kueue_queue(node_labels=topology.flavor_labels(), topology=topology)
+    queue, level = tas_queue(kueue_queue, tas_topology)
     # Slices of one Pod, each in a domain of `level`, and no other TAS annotation.
     # (Kueue's webhook judges the slice size against the runtime's own count, 1.)
     runtime = training_runtime(hold=True, slice_topology=level, slice_size=1)
