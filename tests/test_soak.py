@@ -55,6 +55,17 @@ def test_a_policy_whose_word_changed_between_runs_is_flaky_with_the_odd_results(
     )
 
 
+def test_a_known_gap_beside_a_skipped_variant_in_every_run_is_usual_not_odd():
+    runs = [
+        SoakRun(
+            f"kept-00{i}", KEPT, "embedded", report(("A", "skipped", "no"), ("A", "known-gap", "g"))
+        )
+        for i in (1, 2)
+    ]
+    (row,) = flake_table(runs)
+    assert (row.usual, row.flaky, row.odd) == ("known-gap", False, [])
+
+
 def test_a_skip_is_neither_a_flake_nor_an_odd_result():
     runs = [
         SoakRun("kept-001", KEPT, "kind", report(("A", "pass", ""))),
