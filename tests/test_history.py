@@ -246,3 +246,16 @@ def test_cli_writes_history_html_in_the_current_directory_by_default(
     assert len(Page((tmp_path / "history.html").read_text()).cells) == 9
     assert main(["history", str(nights[0]), "--output", str(tmp_path / "out" / "h.html")]) == 0
     assert len(Page((tmp_path / "out" / "h.html").read_text()).cells) == 4
+
+
+def test_a_variant_skipped_on_this_cluster_does_not_hide_its_siblings_word(tmp_path):
+    from trainjob_conformance.report.history_grid import Run, build_history
+    from trainjob_conformance.report.model import PolicyResult, RunReport
+
+    report = RunReport("latest", "embedded", {}, "2026-11-28T08:00:00Z", 60.0, None)
+    report.results = [
+        PolicyResult("TJ-EDIT-008", "t", "skipped", 0.0, "t::a", "needs containers"),
+        PolicyResult("TJ-EDIT-008", "t", "known-gap", 1.0, "t::b", "gap"),
+    ]
+    (row,) = build_history([Run(tmp_path / "night-1", report)]).rows
+    assert row.cells[0].result == "known-gap"
