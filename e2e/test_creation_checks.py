@@ -50,10 +50,12 @@ def test_a_runtime_whose_trainer_job_has_no_node_container_is_refused(
     trainjob_policy.gap_exercised("TrainingRuntime no-node's trainer job has only a container main")
 
     with trainjob_policy.holds():
-        refused = rejection_of(lambda: view.create(runtime))
-        assert "validator.trainingruntime.trainer.kubeflow.org" in refused.message, refused
-        assert "required container for the ancestor: trainer" in refused.message, refused
-        assert view.find(TRAINING_RUNTIME, "no-node") is None, "TrainingRuntime no-node was stored"
+        _refused_and_not_stored(
+            view,
+            runtime,
+            "validator.trainingruntime.trainer.kubeflow.org",
+            "required container for the ancestor: trainer",
+        )
 
 
 @pytest.mark.policy("TJ-RT-002")
@@ -63,12 +65,7 @@ def test_a_runtime_whose_node_job_depends_on_both_initializers_is_stored(
     view = trainjob_view
     both = {job: {"cpu": "10m"} for job in INITIALIZERS}
     runtime = with_depends_on(
-        namespaced(
-            view.render("clustertrainingruntime", name="two-deps", initializers=both),
-            view.namespace,
-        ),
-        "node",
-        INITIALIZERS,
+        _namespaced_runtime(view, "two-deps", initializers=both), "node", INITIALIZERS
     )
     trainjob_policy.gap_exercised("TrainingRuntime two-deps' node job depends on both initializers")
 
@@ -85,10 +82,12 @@ def test_a_trainjob_asking_for_a_dataset_its_runtime_cannot_initialize_is_refuse
     manifest = view.trainjob_manifest("wants-data", suspend=True)
     manifest["spec"]["initializer"] = {"dataset": {"storageUri": DATASET_URI}}
 
-    refused = rejection_of(lambda: view.create(manifest))
-    assert "validator.trainjob.trainer.kubeflow.org" in refused.message, refused
-    assert "must have dataset-initializer job" in refused.message, refused
-    assert view.find(TRAINJOB, "wants-data") is None, "TrainJob wants-data was stored"
+    _refused_and_not_stored(
+        view,
+        manifest,
+        "validator.trainjob.trainer.kubeflow.org",
+        "must have dataset-initializer job",
+    )
 
 
 @pytest.mark.policy("TJ-RT-004")
@@ -101,9 +100,7 @@ def test_a_runtime_labelled_webhook_validation_disabled_is_not_checked_by_the_ru
     unchecked["metadata"]["name"] = "unchecked"
     unchecked["metadata"].setdefault("labels", {})[VALIDATION_LABEL] = "disabled"
 
-    refused = rejection_of(lambda: view.create(invalid))
-    assert "validator.trainingruntime.trainer.kubeflow.org" in refused.message, refused
-    assert view.find(TRAINING_RUNTIME, "checked") is None, "TrainingRuntime checked was stored"
+    _refused_and_not_stored(view, invalid, "validator.trainingruntime.trainer.kubeflow.org")
     if trainjob_policy.expected("label_skips_validation"):
         acceptance_of(lambda: view.create(unchecked))
         assert view.find(TRAINING_RUNTIME, "unchecked"), "TrainingRuntime unchecked not stored"
@@ -194,6 +191,18 @@ def _gone_or_why(view, runtime: str) -> bool | NotYet:
     return found is None or NotYet(f"still there, finalizers {_finalizers(found)}")
 
 
-def _namespaced_runtime(view, name: str) -> dict:
+def _namespaced_runtime(view, name: str, **params) -> dict:
     """The harness's runtime as a TrainingRuntime `name` of the test's namespace."""
-    return namespaced(view.render("clustertrainingruntime", name=name), view.namespace)
+    return namespaced(view.render("clustertrainingruntime", name=name, **params), view.namespace)
+
+
+def _refused_and_not_stored(view, manifest: dict, *words: str) -> None:
+    """Creating `manifest` is refused, the refusal names each of `words`, and
+    nothing of that kind and name is stored."""
+    refused = rejection_of(lambda: view.create(manifest))
+    for word in words:
+        assert word in refused.message, refused
+    kind, name = manifest["kind"], manifest["metadata"]["name"]
+    assert view.find(TRAINJOB if kind == "TrainJob" else TRAINING_RUNTIME, name) is None, (
+        f"{kind} {name} was stored"
+    )
