@@ -171,3 +171,28 @@ def test_bad_input_is_one_line_before_anything_runs(argv, words, capsys, tmp_pat
     assert code == 2
     assert words in err
     assert "Traceback" not in err
+
+
+def test_each_cell_writes_its_pytest_output_to_its_log_even_one_at_a_time(
+    monkeypatch, tmp_path: Path
+):
+    import argparse
+    import subprocess
+
+    from trainjob_conformance.cli import matrix
+
+    started: list[dict] = []
+
+    def popen(command, **kwargs):
+        started.append({"stdout": getattr(kwargs.get("stdout"), "name", None)})
+        return None
+
+    monkeypatch.setattr(matrix, "pytest_command", lambda args, profile: ["pytest"])
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    args = argparse.Namespace(jobs=1, report=str(tmp_path))
+    matrix.matrix_child(args, "latest+kueue=v0.16.6", to_log=True)()
+    matrix.matrix_child(args, "latest")()
+    assert started == [
+        {"stdout": str(tmp_path / "logs" / "latest+kueue=v0.16.6.log")},
+        {"stdout": None},
+    ]

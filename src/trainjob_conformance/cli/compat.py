@@ -187,7 +187,10 @@ def run_compat(args: argparse.Namespace) -> int:
             say(f"{cell.profile}: not run: {cell.reason}")
             continue
         runnable.append(cell)
-    tasks = [Task(cell.profile, matrix_child(args, cell.profile)) for cell in runnable]
+    # Each cell's pytest output goes to its log, even one cell at a time: an
+    # incompatible cell's failed tests are the table's finding, not the command's,
+    # and printed they read as failures of whatever ran compat (a CI log).
+    tasks = [Task(cell.profile, matrix_child(args, cell.profile, to_log=True)) for cell in runnable]
     outcomes = FanOut(tasks, args.jobs, exit_code=lambda code: code).run() if tasks else []
     ran = {cell.profile for cell in runnable}
     # A run that left no result: its reason is how its pytest ended.
@@ -205,6 +208,8 @@ def run_compat(args: argparse.Namespace) -> int:
     paths = write_table(table, report_dir)
     counts = ", ".join(f"{n} {word}" for word, n in table.counts().items() if n)
     print(f"compat: {counts}; table: {', '.join(str(p) for p in paths)}")
+    if ran:
+        print(f"compat: each cell's pytest output: {report_dir.resolve() / 'logs'}")
     for cell in cells:
         print(f"  {cell.profile}: {cell.word}: {cell.reason}")
     wrong = disagreements(cells)

@@ -74,14 +74,16 @@ def _build_before_fanning_out(profiles: list[str]) -> None:
         build_profile(load_profile(name))
 
 
-def matrix_child(args: argparse.Namespace, profile: str) -> Callable[[], subprocess.Popen[bytes]]:
+def matrix_child(
+    args: argparse.Namespace, profile: str, to_log: bool = False
+) -> Callable[[], subprocess.Popen[bytes]]:
     """How one profile's pytest starts: its own run directory (so its own cluster,
-    ports and ledger); with --jobs > 1 its output goes to <report>/logs/<profile>.log
-    so that concurrent runs stay readable."""
+    ports and ledger); with --jobs > 1, or `to_log`, its output goes to
+    <report>/logs/<profile>.log so that concurrent runs stay readable."""
 
     def start() -> subprocess.Popen[bytes]:
         command = pytest_command(args, profile)
-        if args.jobs == 1:
+        if args.jobs == 1 and not to_log:
             return subprocess.Popen(command, preexec_fn=die_with_parent)
         log = Path(args.report).resolve() / "logs" / f"{profile}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
