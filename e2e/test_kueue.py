@@ -151,6 +151,67 @@ def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
         assert node["labels"].get(key) == value, f"{name} runs on {node['name']}"
 
 
+# A toleration of the TrainJob's own override for the trainer job (every release's
+# override field carries tolerations); it tolerates a taint no node has.
+OWN_TOLERATION = {"key": "example.com/own-override", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _refusal_in_kueues_log(view) -> str:
+    """The last refusal Kueue logged for a request about TrainJob own: the cluster's
+    words for why a start did not happen (Kueue records no event for it)."""
+    for line in reversed(view.cluster.controller_log_tail("kueue", 400).splitlines()):
+        line = line.replace('\\"', '"')  # a JSON log line quotes the message's quotes
+        if "denied the request" in line and '"own"' in line and "admission webhook" in line:
+            message = line[line.index("admission webhook") :]
+            return "Kueue's log: " + message.split('",')[0][:300]
+    return "Kueue's log names no refusal for it"
+
+
+@pytest.mark.policy("KQ-ADMIT-004")
+def test_a_queued_trainjob_with_its_own_override_starts_with_its_and_kueues(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, node_group, two_pods
+):
+    view = trainjob_view
+    key, value = node_group
+    queue = kueue_queue(node_labels={key: value})
+    view.create_trainjob(
+        "own",
+        runtime=training_runtime(hold=True),
+        queue_name=queue,
+        num_nodes=TWO_PODS,
+        resources_per_node=two_pods(),
+        pod_overrides=[{"target_job": "node", "tolerations": [OWN_TOLERATION]}],
+    )
+    wait_admitted(view, "own")
+    trainjob_policy.gap_exercised(
+        "Kueue admitted the Workload of TrainJob own, which has its own override for the "
+        "trainer job"
+    )
+
+    with trainjob_policy.holds():
+        with view.unrecorded():
+            try:
+                # Kueue resumes an admitted TrainJob within seconds.
+                view.wait(
+                    "TrainJob own to be resumed",
+                    lambda: not view.get(TRAINJOB, "own")["spec"].get("suspend"),
+                    timeout=30,
+                )
+            except WaitTimeout as timeout:
+                raise AssertionError(
+                    "TrainJob own, admitted, was never resumed with Kueue's override beside "
+                    f"its own: {str(timeout).splitlines()[0]}; {_refusal_in_kueues_log(view)}"
+                ) from None
+        pods = wait_pods(view, "own", TWO_PODS)
+        for pod in pods:
+            name, spec = pod["metadata"]["name"], pod["spec"]
+            assert OWN_TOLERATION in (spec.get("tolerations") or []), (
+                f"{name} lost the TrainJob's own override: tolerations {spec.get('tolerations')}"
+            )
+            selector = spec.get("nodeSelector") or {}
+            assert selector.get(key) == value, f"{name} lacks Kueue's nodeSelector: {selector}"
+
+
 # The quota policies' TrainJobs: 2 Pods each, of as much CPU as the nodes can run
 # (2 CPU at most), leaving room for both policies at once on two pytest workers.
 QUOTA_PODS = 2

@@ -52,6 +52,13 @@ DECLARED = "controller reconcile: Trainer"
             "but found new scheduling gate 'example.com/late'",
             "API validation: Pod spec.schedulingGates",
         ),
+        (
+            "system:serviceaccount:ns:user, bound to kueue-batch-user-role, may not create a "
+            'TrainJob: trainjobs.trainer.kubeflow.org is forbidden: User "system:serviceaccount:'
+            'ns:user" cannot create resource "trainjobs" in API group "trainer.kubeflow.org" in '
+            'the namespace "ns"',
+            "authorization: system:serviceaccount:ns:user cannot create trainjobs",
+        ),
         # Accepted where it should not have been, a wait that ran out, a known gap:
         # no responder named, so the layer the policy is about.
         ("the request was accepted, but the policy says it must be rejected", DECLARED),

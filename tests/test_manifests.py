@@ -183,3 +183,32 @@ def test_trainer_runtime_opt_out_only_where_the_release_has_it(tmp_path, patch_t
     )
     assert config["metadata"]["name"] == "validator.trainer.kubeflow.org"
     assert ("objectSelector" in config["webhooks"][0]) is selected
+
+
+def test_kueues_user_roles_are_the_batch_roles_and_what_they_aggregate_named_as_released(
+    tmp_path,
+):
+    def role(name, labels=None, aggregates=None):
+        doc = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"}
+        doc["metadata"] = {"name": name, **({"labels": labels} if labels else {})}
+        if aggregates:
+            doc["aggregationRule"] = {
+                "clusterRoleSelectors": [{"matchLabels": {aggregates: "true"}}]
+            }
+        return doc
+
+    write(tmp_path / "config/default/kustomization.yaml", {"namePrefix": "kueue-"})
+    rbac = tmp_path / "config/components/rbac"
+    write(
+        rbac / "batch_user_role.yaml",
+        role("batch-user-role", aggregates="rbac.kueue.x-k8s.io/batch-user"),
+    )
+    write(
+        rbac / "trainjob_editor_role.yaml",
+        role("trainjob-editor-role", labels={"rbac.kueue.x-k8s.io/batch-user": "true"}),
+    )
+    write(rbac / "role.yaml", role("manager-role"))
+
+    names = [r["metadata"]["name"] for r in manifests.kueue_user_roles(tmp_path)]
+
+    assert names == ["kueue-batch-user-role", "kueue-trainjob-editor-role"]

@@ -23,7 +23,7 @@ from trainjob_conformance.policies.catalog import load_catalog
 from trainjob_conformance.report.archive import write_archive
 from trainjob_conformance.report.repro.bundle import bundle_files, write_bundle
 from trainjob_conformance.report.repro.script import _PRELUDE
-from trainjob_conformance.report.repro.steps import replay_of
+from trainjob_conformance.report.repro.steps import replay_of, repro_namespace
 
 RECORDS = Path(__file__).resolve().parent / "records"
 
@@ -283,3 +283,14 @@ def test_a_kubectl_warning_is_not_read_as_the_observed_value(tmp_path):
         timeout=30,
     )
     assert done.returncode == 1 and "NOT REPRODUCED: admitted: 'True'" in done.stdout
+
+
+def test_a_request_sent_as_another_user_is_replayed_as_that_user_in_the_bundles_namespace():
+    rec = record("TO-MB-004")
+    acted = rec["entries"][-1]
+    acted["asUser"] = f"system:serviceaccount:{rec['namespace']}:user"
+
+    step = replay_of(rec).steps[-1]
+
+    namespace = repro_namespace("TO-MB-004")
+    assert step.kubectl[-1] == f"--as=system:serviceaccount:{namespace}:user"

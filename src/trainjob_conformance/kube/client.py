@@ -100,6 +100,20 @@ class Kube:
         self._served: dict[str, str] = {}
         # Set while a test runs: every write it sends is recorded with its answer.
         self.recorder: Recorder | None = None
+        # The user this client's requests are made as (Impersonate-User), if not its own.
+        self.as_user: str | None = None
+
+    def impersonating(self, user: str) -> Kube:
+        """A client for the same cluster whose requests are made as `user` (for a
+        ServiceAccount's name, the API server adds its groups), recorded as such.
+        The harness's own credentials must be allowed to impersonate."""
+        api_client = client.ApiClient(self.api_client.configuration)
+        api_client.user_agent = self.api_client.user_agent
+        api_client.set_default_header("Impersonate-User", user)
+        acting = Kube(api_client)
+        acting.recorder = self.recorder
+        acting.as_user = user
+        return acting
 
     def _recorded(
         self,
@@ -114,6 +128,8 @@ class Kube:
             return send()
         api_version, kind, namespace, name = target
         where = {"apiVersion": api_version, "kind": kind, "namespace": namespace, "name": name}
+        if self.as_user:
+            where["asUser"] = self.as_user
         return self.recorder.request(verb, where, body, send, dry_run, content_type)
 
     def served_version(self, group: str) -> str:

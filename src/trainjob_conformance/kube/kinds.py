@@ -46,6 +46,9 @@ MULTIKUEUE_CLUSTER = Kind(f"{KUEUE_GROUP}/{SERVED}", "MultiKueueCluster")
 RESOURCE_FLAVOR = Kind(f"{KUEUE_GROUP}/{SERVED}", "ResourceFlavor")
 CRD = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 VALIDATING_WEBHOOKS = Kind("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
+CLUSTER_ROLE = Kind("rbac.authorization.k8s.io/v1", "ClusterRole")
+ROLE_BINDING = Kind("rbac.authorization.k8s.io/v1", "RoleBinding")
+SUBJECT_ACCESS_REVIEW = Kind("authorization.k8s.io/v1", "SubjectAccessReview")
 
 # What a policy's namespace holds, in the order a reader follows a TrainJob.
 TRAINJOB_CHAIN: tuple[Kind, ...] = (TRAINJOB, JOBSET, JOB, POD, WORKLOAD)

@@ -2,8 +2,9 @@
 
 A FAIL, a known gap or an ERROR is routed upstream by its layer first: the
 admission webhook that refused (or should have), the API server's own validation
-of a CRD (its schema and CEL rules) or of a built-in type, a controller's
-reconcile, the scheduler or the kubelet, Kueue's admission, or the stack itself.
+of a CRD (its schema and CEL rules) or of a built-in type, the authorizer (RBAC),
+a controller's reconcile, the scheduler or the kubelet, Kueue's admission, or
+the stack itself.
 
 Where the cluster's words name who answered (a webhook's name, an admission
 policy's name, a field the API server's validation refused), that is the
@@ -22,6 +23,7 @@ ADMISSION_WEBHOOK = "admission webhook"
 ADMISSION_POLICY = "admission policy"
 CRD_VALIDATION = "CEL/CRD validation"
 API_VALIDATION = "API validation"
+AUTHORIZATION = "authorization"
 CONTROLLER = "controller reconcile"
 SCHEDULER = "scheduler/kubelet"
 KUEUE_ADMISSION = "Kueue admission"
@@ -33,6 +35,7 @@ DECLARABLE = (
     ADMISSION_POLICY,
     CRD_VALIDATION,
     API_VALIDATION,
+    AUTHORIZATION,
     CONTROLLER,
     SCHEDULER,
     KUEUE_ADMISSION,
@@ -45,6 +48,8 @@ _ADMISSION_POLICY = re.compile(r"(?:Validating|Mutating)AdmissionPolicy '([^']+)
 # `Kind.group "name" is invalid: spec.field: Invalid value: ...`: the API server's
 # validation. A kind with a group (a dot) is a CRD's; a bare kind is built in.
 _INVALID = re.compile(r'^(\w+)(\.[\w.-]+)? "[^"]*" is invalid: ([\w.\[\]-]+)')
+# The authorizer's refusal: `... is forbidden: User "u" cannot create resource "r" ...`.
+_UNAUTHORIZED = re.compile(r'is forbidden: User "([^"]+)" cannot (\w+) resource "([^"]+)"')
 _STACK_BROKE = "the stack broke: "
 _CLUSTER_NOT_STARTED = "the cluster did not start"
 
@@ -77,6 +82,8 @@ def layer_of(result: str, reason: str, declared: str) -> str:
         return f"{ADMISSION_WEBHOOK}: {match.group(1)} (did not answer)"
     if match := _ADMISSION_POLICY.search(reason):
         return f"{ADMISSION_POLICY}: {match.group(1)}"
+    if match := _UNAUTHORIZED.search(reason):
+        return f"{AUTHORIZATION}: {match.group(1)} cannot {match.group(2)} {match.group(3)}"
     if match := _INVALID.search(reason):
         kind = CRD_VALIDATION if match.group(2) else API_VALIDATION
         return f"{kind}: {match.group(1)} {match.group(3)}"

@@ -75,6 +75,11 @@ def _job(runtime: dict[str, Any], name: str) -> dict[str, Any]:
     return next(job for job in jobs if job["name"] == name)
 
 
+def pod_template(runtime: dict[str, Any], job: str) -> dict[str, Any]:
+    """The pod template of the runtime's replicated job `job`, in place (to edit it)."""
+    return _job(runtime, job)["template"]["spec"]["template"]
+
+
 def without_node_container(runtime: dict[str, Any], renamed: str = "main") -> dict[str, Any]:
     """The runtime with its trainer job's `node` container renamed (the only change)."""
     changed = copy.deepcopy(runtime)

@@ -237,6 +237,41 @@ def crds(source: Path, product_key: str, webhook_port: int, ca_pem: bytes) -> li
     return result
 
 
+# The labels by which Kueue's user-facing ClusterRoles aggregate the per-kind
+# editor and viewer roles (config/components/rbac: batch-user-role, batch-admin-role).
+_KUEUE_ROLE_LABELS = ("rbac.kueue.x-k8s.io/batch-user", "rbac.kueue.x-k8s.io/batch-admin")
+
+
+def _kueue_name_prefix(source: Path) -> str:
+    kustomization = yaml.load(
+        (source / "config/default/kustomization.yaml").read_text(), Loader=SAFE_LOADER
+    )
+    return str(kustomization.get("namePrefix") or "")
+
+
+def _user_facing(role: Manifest) -> bool:
+    labels = role["metadata"].get("labels") or {}
+    selectors = (role.get("aggregationRule") or {}).get("clusterRoleSelectors") or []
+    aggregated = {key for s in selectors for key in (s.get("matchLabels") or {})}
+    return any(label in labels or label in aggregated for label in _KUEUE_ROLE_LABELS)
+
+
+def kueue_user_roles(source: Path) -> list[Manifest]:
+    """Kueue's ClusterRoles for the people who run jobs (batch-user, batch-admin and
+    the per-kind editor and viewer roles they aggregate), named as the release names
+    them: what a cluster installed from the release gives its users, and what the
+    harness's own managers, which run with the cluster's admin credentials, never
+    needed. Kueue's manager role and the rest of its RBAC are left out."""
+    prefix = _kueue_name_prefix(source)
+    roles = []
+    for path in sorted((source / "config/components/rbac").glob("*.yaml")):
+        for role in load_documents(path):
+            if role.get("kind") == "ClusterRole" and _user_facing(role):
+                role["metadata"]["name"] = prefix + role["metadata"]["name"]
+                roles.append(role)
+    return roles
+
+
 def _file_mentions(source: Path, relative: str, text: str) -> bool:
     path = source / relative
     return path.is_file() and text in path.read_text()

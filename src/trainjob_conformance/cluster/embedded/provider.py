@@ -31,6 +31,7 @@ from trainjob_conformance.cluster.embedded.host_controllers import (
 from trainjob_conformance.cluster.embedded.isolated_managers import starter_for
 from trainjob_conformance.cluster.embedded.manifests import (
     crds,
+    kueue_user_roles,
     load_documents,
     webhook_configurations,
 )
@@ -276,6 +277,9 @@ class EmbeddedStackCluster:
                     )
             for config in new_configs:
                 replace_stored(kube, config)
+            if component == "kueue":
+                for role in kueue_user_roles(source):
+                    replace_stored(kube, role)
             if component == "trainer":
                 replace_stored(kube, _torch_runtime(source))
             wait_for_admission(
@@ -387,6 +391,11 @@ class EmbeddedStackCluster:
             if name == "trainer":
                 with clock.phase("runtime applied"):
                     kube.apply(plan.runtime)
+            if name == "kueue":
+                # As a release install gives them: a policy checks what they allow.
+                with clock.phase("kueue user roles applied"):
+                    for role in kueue_user_roles(plan.sources[name]):
+                        kube.apply(role)
 
         tasks.start("crds", create_crds)
         for name in controllers:

@@ -227,6 +227,9 @@ def _request_step(entry: dict[str, Any], number: int, selector: str | None) -> S
         if body is not None:
             step.files[path] = json.dumps(body, indent=2) + "\n"
             step.kubectl += ["-f", path]
+    if entry.get("asUser"):
+        # Sent as that user (kubectl impersonates it as the harness did).
+        step.kubectl.append(f"--as={entry['asUser']}")
     return step
 
 
