@@ -154,6 +154,8 @@ def test_pods_of_an_admitted_trainjob_carry_the_flavor_node_selector(
 # A toleration of the TrainJob's own override for the trainer job (every release's
 # override field carries tolerations); it tolerates a taint no node has.
 OWN_TOLERATION = {"key": "example.com/own-override", "operator": "Exists", "effect": "NoSchedule"}
+# Kueue resumes an admitted TrainJob within seconds.
+RESUMED_WITHIN = 30
 
 
 def _refusal_in_kueues_log(view) -> str:
@@ -189,19 +191,28 @@ def test_a_queued_trainjob_with_its_own_override_starts_with_its_and_kueues(
     )
 
     with trainjob_policy.holds():
+        why = ""
         with view.unrecorded():
             try:
-                # Kueue resumes an admitted TrainJob within seconds.
                 view.wait(
                     "TrainJob own to be resumed",
                     lambda: not view.get(TRAINJOB, "own")["spec"].get("suspend"),
-                    timeout=30,
+                    timeout=RESUMED_WITHIN,
                 )
             except WaitTimeout as timeout:
-                raise AssertionError(
-                    "TrainJob own, admitted, was never resumed with Kueue's override beside "
-                    f"its own: {str(timeout).splitlines()[0]}; {_refusal_in_kueues_log(view)}"
-                ) from None
+                why = f"{str(timeout).splitlines()[0]}; {_refusal_in_kueues_log(view)}"
+        view.record_observation(
+            "whether TrainJob own is resumed",
+            TRAINJOB,
+            name="own",
+            jsonpath="{.spec.suspend}",
+            expected="false",
+            observed="true" if why else "false",
+            within=RESUMED_WITHIN,
+        )
+        assert not why, (
+            f"TrainJob own, admitted, was never resumed with Kueue's override beside its own: {why}"
+        )
         pods = wait_pods(view, "own", TWO_PODS)
         for pod in pods:
             name, spec = pod["metadata"]["name"], pod["spec"]
