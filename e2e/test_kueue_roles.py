@@ -6,11 +6,30 @@ from __future__ import annotations
 
 import pytest
 
-from trainjob_conformance.kube.errors import Rejected
+from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.kube.errors import Conflict, Rejected
 from trainjob_conformance.kube.kinds import CLUSTER_ROLE, TRAINJOB
 from trainjob_conformance.policies.access import bind_cluster_role, may, service_account_user
 
 BATCH_USER_ROLE = "kueue-batch-user-role"
+
+
+def _update_as(view, kube, name: str) -> None:
+    """An update (PUT) of TrainJob `name` sent through `kube`: a label added. The
+    Trainer writes the new TrainJob's status meanwhile, so a version read a moment
+    before may be stale: read again and resend, a few times at most."""
+    for attempt in range(5):
+        stored = view.get(TRAINJOB, name)
+        stored["metadata"].setdefault("labels", {})["example.com/owner"] = "user"
+        try:
+            kube.replace(stored)
+            return
+        except Conflict as conflict:
+            if attempt == 4:
+                # The harness could not make its update: an ERROR, not a verdict.
+                raise ConformanceError(
+                    f"TrainJob {name} changed under each of 5 updates: {conflict.message}"
+                ) from None
 
 
 @pytest.mark.policy("KQ-RBAC-001")
@@ -46,9 +65,7 @@ def test_a_user_bound_to_kueues_batch_user_role_may_create_update_and_delete_tra
             # Each request as the user, as `kubectl --as` sends it.
             kube.create(view.trainjob_manifest("theirs", runtime=runtime, suspend=True))
             verb = "update"
-            stored = view.get(TRAINJOB, "theirs")
-            stored["metadata"].setdefault("labels", {})["example.com/owner"] = "user"
-            kube.replace(stored)
+            _update_as(view, kube, "theirs")
             verb = "delete"
             kube.delete(*TRAINJOB, name="theirs", namespace=view.namespace)
         except Rejected as refused:

@@ -22,11 +22,20 @@ NODES = 2
 
 
 def _edit_runtime(view, runtime: str) -> None:
-    """One update of the ClusterTrainingRuntime: its trainer Pods get EDIT_LABEL."""
+    """One edit of the ClusterTrainingRuntime: its trainer Pods get EDIT_LABEL.
+
+    A merge patch of its replicated jobs, not a replace: before v2.3.0 the runtime
+    controller adds its finalizer to a runtime in use at about this moment, and a
+    replace of the version read before would conflict with that write."""
     stored = view.kube.get(*CLUSTER_TRAINING_RUNTIME, name=runtime)
     template = pod_template(stored, "node")
     template.setdefault("metadata", {}).setdefault("labels", {})[EDIT_LABEL] = EDITED
-    view.kube.replace(stored)
+    jobs = stored["spec"]["template"]["spec"]["replicatedJobs"]
+    view.kube.patch(
+        *CLUSTER_TRAINING_RUNTIME,
+        name=runtime,
+        body={"spec": {"template": {"spec": {"replicatedJobs": jobs}}}},
+    )
 
 
 def _labels_seen(history: dict[str, list[dict[str, Any]]]) -> dict[str, set[str | None]]:
