@@ -51,7 +51,7 @@ def test_a_user_bound_to_kueues_batch_user_role_may_create_update_and_delete_tra
     with view.unrecorded():
         view.wait(
             f"{user} to be allowed to create Jobs through {BATCH_USER_ROLE}",
-            lambda: may(view, user, "create", "batch", "jobs").allowed,
+            lambda: may(view, user, "create", "batch", "jobs"),
             timeout=30,
         )
     trainjob_policy.gap_exercised(
