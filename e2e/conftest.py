@@ -42,16 +42,23 @@ def cpu_room(trainjob_cluster) -> Callable[..., int]:
     once on the schedulable nodes' free CPU; skips when the cluster cannot fit them.
 
     `cluster` is another cluster's handle (a MultiKueue worker's) where the Pods
-    run there. `share` leaves room for that many tests doing the same at once: each sizes
+    run there; `nodes` names the only nodes they may run on (a flavor's). `share` leaves room for that many tests doing the same at once: each sizes
     its Pods from the same free CPU, read before any of them created Pods.
     Terminating Pods (an earlier test's) still hold their CPU for the
     scheduler: sized as if they were gone, then waited for while they hold
     what is needed.
     """
 
-    def need(pods: int, at_most: int, share: int = 1, cluster=None) -> int:
+    def need(
+        pods: int, at_most: int, share: int = 1, cluster=None, nodes: frozenset[str] | None = None
+    ) -> int:
         cluster = cluster or trainjob_cluster
-        settled = cluster.free_cpu(settled=True)
+
+        def free_on_nodes(settled: bool = False) -> dict[str, int]:
+            free = cluster.free_cpu(settled=settled)
+            return free if nodes is None else {n: c for n, c in free.items() if n in nodes}
+
+        settled = free_on_nodes(settled=True)
         request = largest_fitting_request([c // share for c in settled.values()], pods, at_most)
         if request < MIN_POD_CPU:
             pytest.skip(
@@ -61,7 +68,7 @@ def cpu_room(trainjob_cluster) -> Callable[..., int]:
             )
 
         def room() -> dict[str, int] | NotYet:
-            free = cluster.free_cpu()
+            free = free_on_nodes()
             fits = largest_fitting_request([c // share for c in free.values()], pods, request)
             return free if fits == request else NotYet(f"millicores free now: {free}")
 

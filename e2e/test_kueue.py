@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,6 +23,7 @@ from trainjob_conformance.kube.kinds import (
 )
 from trainjob_conformance.kube.kubeconfig import flattened
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout
+from trainjob_conformance.lifecycle.turns import one_at_a_time
 from trainjob_conformance.policies.admission import wait_dry_run_answer
 from trainjob_conformance.policies.history import (
     named,
@@ -45,6 +48,7 @@ from trainjob_conformance.policies.trainjobs import kueue_pod_template_patch
 from trainjob_conformance.policies.view import JOBSET_NAME_LABEL, condition, conditions_of
 from trainjob_conformance.policies.workloads import (
     TOPOLOGY_GATE,
+    topology_holders_elsewhere,
     wait_admitted,
     wait_finished,
     wait_pending_for_quota,
@@ -69,8 +73,8 @@ def two_pods(cpu_room):
     """Resources per node for a TrainJob of 2 Pods that must run at once, on the test's
     cluster or on `cluster` (a MultiKueue worker's handle)."""
 
-    def size(cluster=None) -> dict:
-        cpu = cpu_room(TWO_PODS, TWO_PODS_CPU, share=2, cluster=cluster)
+    def size(cluster=None, nodes: frozenset[str] | None = None) -> dict:
+        cpu = cpu_room(TWO_PODS, TWO_PODS_CPU, share=2, cluster=cluster, nodes=nodes)
         return {"requests": {"cpu": f"{cpu}m", "memory": "256Mi"}}
 
     return size
@@ -287,13 +291,49 @@ def test_waiting_trainjob_runs_once_the_first_finishes(
 # Kueue's topology ungater lists the Pods of a PodSet by this label
 # (pkg/controller/tas/topology_ungater.go); the job integration puts it on them.
 PODSET_LABEL = "kueue.x-k8s.io/podset"
+# Seconds a TAS Workload may wait for admission (see submit_tas).
+TAS_ADMISSION_TIMEOUT = 150
 
 
-def tas_queue(kueue_queue, tas_topology):
-    """A queue on a topology-aware flavor of the nodes' topology, and the level two
-    Pods must share."""
+# Each test's topology-aware flavor lies over the same nodes, and Kueue counts an
+# admitted TAS Workload against the nodes of every such flavor. When that Workload goes,
+# Kueue retries the Workloads it found no room for only in the same ClusterQueue or
+# cohort (pkg/cache/queue/manager.go, QueueAssociatedInadmissibleWorkloadsAfter), and
+# each test's ClusterQueue is its own: a TAS test that ran beside another stayed Pending
+# on idle nodes (docs/measurements.md, 2026-11-28 afternoon). So TAS tests take turns,
+# and each starts once no other test's TAS Workload is left admitted.
+TAS_TURN_TIMEOUT = 300.0
+
+
+@pytest.fixture(autouse=True)
+def one_tas_test_at_a_time(request):
+    """Autouse, so it is set up before the test's namespace and let go after it is
+    deleted."""
+    if "tas_topology" not in request.fixturenames:
+        yield
+        return
+    cluster = request.getfixturevalue("trainjob_cluster")
+    lock = (cluster.run_dir or Path(tempfile.gettempdir())) / "turns" / "kueue-tas.lock"
+    with one_at_a_time(lock, "a Kueue TAS test", timeout=TAS_TURN_TIMEOUT):
+        yield
+
+
+def no_tas_workload_elsewhere(view):
+    def probe():
+        held = topology_holders_elsewhere(view)
+        return not held or NotYet(f"still admitted with a topology assignment: {held}")
+
+    view.wait("other tests' TAS Workloads to be gone", probe, timeout=90)
+
+
+def tas_queue(view, kueue_queue, tas_topology):
+    """A queue on a topology-aware flavor of the nodes' topology, the level two Pods must
+    share, and the flavor's nodes (where the Pods' CPU must be found)."""
     topology, level = tas_topology
-    return kueue_queue(node_labels=topology.flavor_labels(), topology=topology), level
+    no_tas_workload_elsewhere(view)
+    labels = topology.flavor_labels()
+    queue = kueue_queue(node_labels=labels, topology=topology)
+    return queue, level, topology.nodes_with(labels)
 
 
 def submit_tas(view, runtime, queue, resources):
@@ -301,6 +341,12 @@ def submit_tas(view, runtime, queue, resources):
     their versions once both exist."""
     since = pods_resource_version(view)
     submit(view, runtime, queue, "tas", TWO_PODS, resources)
+    # cpu_room sized the Pods from the CPU the scheduler will have free on the flavor's
+    # nodes and waited for it there; Kueue counts an earlier test's admitted Workload
+    # against those nodes until it releases that Workload, which can come later (on kind
+    # an earlier test's held Pods take their 30 s grace period). Admission waits for it,
+    # and a timeout says why Kueue had not admitted.
+    wait_admitted(view, "tas", timeout=TAS_ADMISSION_TIMEOUT)
     created = watch_pods(view, "tas", since, lambda h: len(h) == 2, "the 2 Pods of TrainJob tas")
     return since, created
 
@@ -317,10 +363,10 @@ def test_tas_pods_are_created_behind_the_topology_gate(
     trainjob_view, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
-    queue, level = tas_queue(kueue_queue, tas_topology)
+    queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
-    _, created = submit_tas(view, runtime, queue, two_pods())
+    _, created = submit_tas(view, runtime, queue, two_pods(nodes=nodes))
 
     for name, versions in created.items():
         assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
@@ -332,10 +378,10 @@ def test_kueue_ungates_tas_pods_into_one_topology_domain(
     trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
-    queue, level = tas_queue(kueue_queue, tas_topology)
+    queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
-    since, created = submit_tas(view, runtime, queue, two_pods())
+    since, created = submit_tas(view, runtime, queue, two_pods(nodes=nodes))
     wait_pods(view, "tas", 2)
     workload = wait_admitted(view, "tas")
     assigned = [
@@ -377,12 +423,12 @@ def test_pods_whose_only_tas_annotation_is_a_slice_topology_are_ungated_and_plac
     trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
-    queue, level = tas_queue(kueue_queue, tas_topology)
+    queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
     # Slices of one Pod, each in a domain of `level`, and no other TAS annotation.
     # (Kueue's webhook judges the slice size against the runtime's own count, 1.)
     runtime = training_runtime(hold=True, slice_topology=level, slice_size=1)
 
-    since, created = submit_tas(view, runtime, queue, two_pods())
+    since, created = submit_tas(view, runtime, queue, two_pods(nodes=nodes))
     for name, versions in created.items():
         assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
     wait_admitted(view, "tas")

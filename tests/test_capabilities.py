@@ -45,6 +45,21 @@ def test_topology_levels_are_ordered_widest_first_and_nest() -> None:
     assert topology.flavor_labels() == {ZONE_LABEL: "zone-1"}
 
 
+def test_a_flavors_nodes_are_those_with_its_labels() -> None:
+    nodes = [
+        Node("a", {HOSTNAME_LABEL: "a", ZONE_LABEL: "z1"}),
+        Node("b", {HOSTNAME_LABEL: "b", ZONE_LABEL: "z1"}),
+        Node("c", {HOSTNAME_LABEL: "c", ZONE_LABEL: "z2"}),
+    ]
+    topology = discover_topology(nodes)
+
+    assert topology is not None
+    # The largest zone: the nodes a TAS flavor's Pods can go to, whose CPU sizes them.
+    assert topology.nodes_with(topology.flavor_labels()) == {"a", "b"}
+    assert topology.nodes_with({ZONE_LABEL: "z2"}) == {"c"}
+    assert topology.nodes_with({ZONE_LABEL: "z3"}) == set()
+
+
 def test_a_level_that_does_not_nest_is_left_out() -> None:
     nodes = [
         Node("a", {HOSTNAME_LABEL: "a", "example.com/topology-rack": "r1", ZONE_LABEL: "z1"}),

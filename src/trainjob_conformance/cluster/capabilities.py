@@ -182,6 +182,12 @@ class Topology:
         value, _ = Counter(n.labels[widest] for n in self.nodes).most_common(1)[0]
         return {widest: value}
 
+    def nodes_with(self, labels: dict[str, str]) -> frozenset[str]:
+        """The names of the nodes that carry every one of these labels."""
+        return frozenset(
+            n.name for n in self.nodes if all(n.labels.get(k) == v for k, v in labels.items())
+        )
+
 
 def discover_topology(nodes: list[Node]) -> Topology | None:
     """The topology label levels the nodes share, or None when there is no usable one.

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainjob_conformance.kube.kinds import TRAINJOB, WORKLOAD
+from trainjob_conformance.kube.kinds import NAMESPACE, TRAINJOB, WORKLOAD
+from trainjob_conformance.kube.namespaces import TEST_NAMESPACE_LABEL
 from trainjob_conformance.kube.waits import NotYet
-from trainjob_conformance.policies.view import TrainJobView, condition
+from trainjob_conformance.policies.view import DEFAULT_TIMEOUT, TrainJobView, condition
 
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 
@@ -31,7 +32,11 @@ def wait_workload(view: TrainJobView, trainjob: str) -> dict[str, Any]:
     return view.wait(f"the Workload of TrainJob {trainjob}", probe)
 
 
-def wait_admitted(view: TrainJobView, trainjob: str) -> dict[str, Any]:
+def wait_admitted(
+    view: TrainJobView, trainjob: str, timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, Any]:
+    """The TrainJob's Workload once Admitted; until then the wait says why Kueue has not
+    admitted it (its QuotaReserved message), which is what a timeout prints first."""
     # Kueue names the Workload after the TrainJob's uid: a replay finds it by its owner.
     view.record_wait(
         f"the Workload of TrainJob {trainjob} to be Admitted",
@@ -42,9 +47,19 @@ def wait_admitted(view: TrainJobView, trainjob: str) -> dict[str, Any]:
         ),
         equals="True",
     )
+
+    def probe() -> dict[str, Any] | NotYet:
+        found = workloads_of(view, trainjob)
+        if len(found) != 1:
+            return NotYet(f"{len(found)} Workloads")
+        if condition(found[0], "Admitted").get("status") == "True":
+            return found[0]
+        reserved = condition(found[0], "QuotaReserved")
+        why = reserved.get("message") or reserved.get("reason") or "no QuotaReserved condition"
+        return NotYet(f"not Admitted: {why}")
+
     with view.unrecorded():
-        name = wait_workload(view, trainjob)["metadata"]["name"]
-        return view.wait_for_condition(WORKLOAD, name, "Admitted")
+        return view.wait(f"the Workload of TrainJob {trainjob} to be Admitted", probe, timeout)
 
 
 def wait_pending_for_quota(view: TrainJobView, trainjob: str) -> dict[str, Any]:
@@ -94,3 +109,23 @@ def wait_finished(view: TrainJobView, trainjob: str, timeout: float) -> tuple[di
     )
     with view.unrecorded():
         return view.wait(f"the Workload of TrainJob {trainjob} to be Finished", probe, timeout)
+
+
+def topology_holders_elsewhere(view: TrainJobView) -> list[str]:
+    """Workloads in other tests' namespaces (terminating ones too) that Kueue admitted
+    with a topology assignment, as namespace/name: what Kueue counts against the nodes
+    of every topology-aware flavor over the same nodes."""
+    tests = {
+        ns["metadata"]["name"]
+        for ns in view.kube.list(*NAMESPACE, label_selector=f"{TEST_NAMESPACE_LABEL}=true")
+    }
+    tests.discard(view.namespace)
+    return sorted(
+        f"{w['metadata']['namespace']}/{w['metadata']['name']}"
+        for w in view.kube.list(*WORKLOAD)
+        if w["metadata"]["namespace"] in tests
+        and any(
+            a.get("topologyAssignment")
+            for a in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+        )
+    )
