@@ -24,7 +24,7 @@ from trainjob_conformance.kube.kinds import (
 from trainjob_conformance.kube.kubeconfig import flattened
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout
 from trainjob_conformance.lifecycle.turns import one_at_a_time
-from trainjob_conformance.policies.admission import wait_dry_run_answer
+from trainjob_conformance.policies.admission import refusal_in_kueues_log, wait_dry_run_answer
 from trainjob_conformance.policies.history import (
     named,
     replay,
@@ -162,17 +162,6 @@ OWN_TOLERATION = {"key": "example.com/own-override", "operator": "Exists", "effe
 RESUMED_WITHIN = 30
 
 
-def _refusal_in_kueues_log(view) -> str:
-    """The last refusal Kueue logged for a request about TrainJob own: the cluster's
-    words for why a start did not happen (Kueue records no event for it)."""
-    for line in reversed(view.cluster.controller_log_tail("kueue", 400).splitlines()):
-        line = line.replace('\\"', '"')  # a JSON log line quotes the message's quotes
-        if "denied the request" in line and '"own"' in line and "admission webhook" in line:
-            message = line[line.index("admission webhook") :]
-            return "Kueue's log: " + message.split('",')[0][:300]
-    return "Kueue's log names no refusal for it"
-
-
 @pytest.mark.policy("KQ-ADMIT-004")
 def test_a_queued_trainjob_with_its_own_override_starts_with_its_and_kueues(
     trainjob_view, trainjob_policy, training_runtime, kueue_queue, node_group, two_pods
@@ -204,7 +193,7 @@ def test_a_queued_trainjob_with_its_own_override_starts_with_its_and_kueues(
                     timeout=RESUMED_WITHIN,
                 )
             except WaitTimeout as timeout:
-                why = f"{str(timeout).splitlines()[0]}; {_refusal_in_kueues_log(view)}"
+                why = f"{str(timeout).splitlines()[0]}; {refusal_in_kueues_log(view, 'own')}"
         view.record_observation(
             "whether TrainJob own is resumed",
             TRAINJOB,

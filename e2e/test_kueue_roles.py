@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.kube.errors import Conflict, Rejected
+from trainjob_conformance.kube.conflicts import until_no_conflict
+from trainjob_conformance.kube.errors import Rejected
 from trainjob_conformance.kube.kinds import CLUSTER_ROLE, TRAINJOB
 from trainjob_conformance.policies.access import bind_cluster_role, may, service_account_user
 
@@ -18,18 +18,13 @@ def _update_as(view, kube, name: str) -> None:
     """An update (PUT) of TrainJob `name` sent through `kube`: a label added. The
     Trainer writes the new TrainJob's status meanwhile, so a version read a moment
     before may be stale: read again and resend, a few times at most."""
-    for attempt in range(5):
+
+    def write() -> None:
         stored = view.get(TRAINJOB, name)
         stored["metadata"].setdefault("labels", {})["example.com/owner"] = "user"
-        try:
-            kube.replace(stored)
-            return
-        except Conflict as conflict:
-            if attempt == 4:
-                # The harness could not make its update: an ERROR, not a verdict.
-                raise ConformanceError(
-                    f"TrainJob {name} changed under each of 5 updates: {conflict.message}"
-                ) from None
+        kube.replace(stored)
+
+    until_no_conflict(write, f"TrainJob {name}")
 
 
 @pytest.mark.policy("KQ-RBAC-001")

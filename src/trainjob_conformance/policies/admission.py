@@ -149,3 +149,15 @@ def wait_dry_run_answer(
 
     with view.unrecorded():
         return view.wait(why, answered)
+
+
+def refusal_in_kueues_log(view: TrainJobView, trainjob: str) -> str:
+    """The last refusal Kueue logged for a request about the named TrainJob: the
+    cluster's words for why Kueue's start of it did not happen, which Kueue records
+    as no event."""
+    for line in reversed(view.cluster.controller_log_tail("kueue", 400).splitlines()):
+        line = line.replace('\\"', '"')  # a JSON log line quotes the message's quotes
+        if "denied the request" in line and f'"{trainjob}"' in line and "admission webhook" in line:
+            message = line[line.index("admission webhook") :]
+            return "Kueue's log: " + message.split('",')[0][:300]
+    return "Kueue's log names no refusal for it"

@@ -9,6 +9,7 @@ from typing import Any
 
 from trainjob_conformance.cluster.health.readiness import established_condition
 from trainjob_conformance.kube.client import Kube
+from trainjob_conformance.kube.conflicts import until_no_conflict
 from trainjob_conformance.kube.errors import ApiError, Conflict, NotFound
 from trainjob_conformance.kube.waits import NotYet, wait_for
 
@@ -112,16 +113,14 @@ def replace_stored(kube: Kube, obj: dict[str, Any]) -> None:
     new one dropped, which a server-side apply by another field manager would."""
     api_version, kind = obj["apiVersion"], obj["kind"]
     metadata = obj["metadata"]
-    for _ in range(5):  # a controller may write the object between the read and the PUT
+
+    def write() -> None:
         try:
             stored = kube.get(api_version, kind, metadata["name"], metadata.get("namespace"))
         except NotFound:
             kube.create(obj)
             return
         version = stored["metadata"]["resourceVersion"]
-        try:
-            kube.replace({**obj, "metadata": {**metadata, "resourceVersion": version}})
-            return
-        except Conflict:
-            continue
-    raise Conflict(409, "Conflict", f"{kind} {metadata['name']} kept changing under the replace")
+        kube.replace({**obj, "metadata": {**metadata, "resourceVersion": version}})
+
+    until_no_conflict(write, f"{kind} {metadata['name']}")
