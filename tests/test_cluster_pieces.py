@@ -171,13 +171,16 @@ def test_a_port_is_never_handed_out_twice(monkeypatch):
 
 
 def test_an_audited_control_plane_hands_kwokctl_a_policy_of_writes_only(tmp_path):
-    from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
+    from trainjob_conformance.cluster.embedded.control_plane import (
+        AUDIT_POLICY,
+        EmbeddedControlPlane,
+    )
     from trainjob_conformance.stack.profiles import load_profile
 
     profile = load_profile("latest")
     assert EmbeddedControlPlane(profile, {}, tmp_path)._audit_args() == []
 
-    audited = EmbeddedControlPlane(profile, {}, tmp_path, audit=True)
+    audited = EmbeddedControlPlane(profile, {}, tmp_path, audit_policy=AUDIT_POLICY)
     flag, path = audited._audit_args()
     policy = yaml.safe_load(Path(path).read_text())
     assert flag == "--kube-audit-policy"
@@ -186,3 +189,16 @@ def test_an_audited_control_plane_hands_kwokctl_a_policy_of_writes_only(tmp_path
     assert {"level": "None", "verbs": ["get", "list", "watch"]} in policy["rules"]
     assert policy["rules"][-1] == {"level": "Metadata"}
     assert audited.audit_log == audited.logs_dir / "audit.log"
+
+
+def test_an_upgrades_audit_policy_keeps_the_custom_resources_writes_with_their_objects():
+    from trainjob_conformance.cluster.embedded.control_plane import WINDOW_AUDIT_POLICY
+
+    rules = WINDOW_AUDIT_POLICY["rules"]
+    # Reads first (a status write is no read), then the watched kinds with bodies, then nothing.
+    assert rules[0] == {"level": "None", "verbs": ["get", "list", "watch"]}
+    assert rules[1]["level"] == "RequestResponse"
+    kept = {(r["group"], name) for r in rules[1]["resources"] for name in r["resources"]}
+    assert ("kueue.x-k8s.io", "workloads/status") in kept
+    assert ("trainer.kubeflow.org", "trainjobs") in kept
+    assert rules[-1] == {"level": "None"}

@@ -92,7 +92,11 @@ def _profiles(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def run_upgrade_command(args: argparse.Namespace) -> int:
-    from trainjob_conformance.cluster.provider import ClusterRequest, UpgradesInPlace
+    from trainjob_conformance.cluster.provider import (
+        WINDOW_AUDIT_OPTION,
+        ClusterRequest,
+        UpgradesInPlace,
+    )
     from trainjob_conformance.cluster.registry import make_provider, provider_kind
     from trainjob_conformance.policies.catalog import load_catalog
     from trainjob_conformance.stack.profiles import load_profile
@@ -123,9 +127,12 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
     skewed = [(when, s.line()) for when, versions in plan.states() for s in skews(versions)]
     for when, line in skewed:
         progress(f"schema skew {when}: {line}")
-    cluster = make_provider(
-        ClusterRequest(args.cluster, plan.source, run_dir / "cluster", provider_options_of(args))
-    )
+    options = provider_options_of(args)
+    if any(o.name == WINDOW_AUDIT_OPTION for o in provider_kind(args.cluster).options):
+        # Where the API server can keep one, an audit log of the custom resources'
+        # writes covers the window's watch at each CRD replacement.
+        options[WINDOW_AUDIT_OPTION] = "on"
+    cluster = make_provider(ClusterRequest(args.cluster, plan.source, run_dir / "cluster", options))
     # The --cluster choices are the providers whose kind says `upgrades`.
     upgradable = cast(UpgradesInPlace, cluster)
     if refused := upgradable.upgrade_refused():

@@ -31,6 +31,10 @@ KUBECONFIG_OPTION = "kubeconfig"
 # The option of a provider whose API server can keep an audit log of writes
 # (embedded): where the log is copied at `down`, for the bench.
 AUDIT_LOG_OPTION = "audit-log"
+# The option of a provider whose API server can keep an audit log of the custom
+# resources' writes while it runs (embedded): set by `upgrade`, to cover its
+# window's watch where the watch has a gap (any value turns it on).
+WINDOW_AUDIT_OPTION = "window-audit"
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,12 @@ class UpgradesInPlace(Protocol):
         """CRDs first, then the manager, then its webhooks; returns once every
         admission probe of the stack is answered again (the new serving CA included).
         The cluster's state (versions, processes) then names the new release."""
+        ...
+
+    def window_audit_log(self) -> Path | None:
+        """The API server's audit log of the custom resources' writes, as it is being
+        written, where the cluster keeps one (asked for with WINDOW_AUDIT_OPTION);
+        None where it does not."""
         ...
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.report.files import write_whole
+from trainjob_conformance.upgrade.audit_window import audited_events, merged
 
 # The objects in flight, by role (their names in their namespace).
 SUSPENDED = "suspended"  # suspended, with overrides and a scheduling gate
@@ -56,6 +57,10 @@ class UpgradeRecord:
     # Each watched kind's events since the objects were created, one JSON per line.
     window: dict[str, str]
     window_started: float  # time.time() when the watches began
+    # The API server's audit log of the custom resources' writes, where the cluster
+    # keeps one, and the watches it covers: name -> [API group, resource, namespace].
+    audit_log: str = ""
+    audited: dict[str, list[str]] = field(default_factory=dict)
 
     def write(self, path: Path) -> None:
         write_whole(path, json.dumps(asdict(self), indent=2) + "\n")
@@ -71,9 +76,19 @@ class UpgradeRecord:
         except (OSError, ValueError, TypeError, KeyError) as error:
             raise ConformanceError(f"{path} is not an upgrade record: {error}") from None
 
-    def window_events(self, kind: str) -> list[dict[str, Any]]:
-        """Every event the window's watch of `kind` recorded so far, oldest first."""
+    def window_events_watched(self, kind: str) -> list[dict[str, Any]]:
+        """The events the window's watch of `kind` recorded so far, oldest first."""
         path = Path(self.window[kind])
         if not path.is_file():
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def window_events(self, kind: str) -> list[dict[str, Any]]:
+        """Every event of `kind` in the window so far, oldest first: the watch's, with
+        the audit log's writes where the log covers that watch (its gaps included)."""
+        watched = self.window_events_watched(kind)
+        if not self.audit_log or kind not in self.audited:
+            return watched
+        group, resource, namespace = self.audited[kind]
+        log = audited_events(Path(self.audit_log), group, resource, namespace, self.window_started)
+        return merged(watched, log)

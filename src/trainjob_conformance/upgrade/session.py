@@ -9,11 +9,13 @@ releases each step left running, so each child judges what runs then.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from trainjob_conformance.cluster.handle import ClusterHandle
 from trainjob_conformance.cluster.health.readiness import stack_probes
@@ -32,6 +34,7 @@ from trainjob_conformance.kube.kinds import (
     RESOURCE_FLAVOR,
     TRAINJOB,
     WORKLOAD,
+    Kind,
 )
 from trainjob_conformance.kube.namespaces import temporary_namespace
 from trainjob_conformance.policies.breaks import BREAK_LABEL, STAND_IN, Break
@@ -56,7 +59,7 @@ from trainjob_conformance.upgrade.inflight import (
 from trainjob_conformance.upgrade.record import BEFORE, FINAL, MANAGED_PYTORCHJOB, UpgradeRecord
 from trainjob_conformance.upgrade.standins import act
 from trainjob_conformance.upgrade.steps import Step, UpgradePlan
-from trainjob_conformance.upgrade.window import Window
+from trainjob_conformance.upgrade.window import AUDIT_COVERS, WATCH_GAP, Window
 
 # Judged once, after the last step: it changes what it judges (frees the quota).
 FINAL_POLICIES = ("UP-KQ-002",)
@@ -217,6 +220,41 @@ class _BreakContext:
         return [line for applied in reversed(self.applied) for line in applied.revert()]
 
 
+def _audited(
+    kube: Kube, cluster: UpgradesInPlace, watched: dict[str, tuple[Kind, str]]
+) -> dict[str, Any]:
+    """The record's audit log and the watches it covers: the custom resources' (a
+    Pod's watch has no gap, its kind has no CRD to replace)."""
+    audit_log = cluster.window_audit_log()
+    if audit_log is None:
+        return {}
+    audited = {}
+    for name, (kind, namespace) in watched.items():
+        if "/" not in kind.api_version:  # the core group: Pods
+            continue
+        resource = kube.resource(*kind)
+        audited[name] = [str(resource.group), str(resource.name), namespace]
+    return {"audit_log": str(audit_log), "audited": audited}
+
+
+def _covered(gaps: list[str], record: UpgradeRecord) -> list[str]:
+    """The watch's gaps, said as covered by the audit log, and what the log added."""
+    covered = [gap.replace(WATCH_GAP, AUDIT_COVERS) for gap in gaps]
+    added = {
+        name: len(record.window_events(name)) - len(record.window_events_watched(name))
+        for name in record.audited
+    }
+    summary = ", ".join(f"{name} {count}" for name, count in sorted(added.items()))
+    return [*covered, f"versions the audit log of writes gave beyond the watch's: {summary}"]
+
+
+def _keep_audit_log(record: UpgradeRecord, kept: Path) -> str:
+    """The log goes with the cluster: the window's part of it is kept beside the watch's."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(record.audit_log, kept)
+    return str(kept)
+
+
 def run_upgrade(
     request: UpgradeRequest,
     cluster: UpgradesInPlace,
@@ -283,6 +321,7 @@ def run_upgrade(
             cluster_queue=cluster_queue,
             window=window.files(),
             window_started=window.started,
+            **_audited(kube, cluster, watched),
         )
         record.write(record_path)
         breaking = _BreakContext(
@@ -325,6 +364,10 @@ def run_upgrade(
             run.phases[FINAL] = judges.run(FINAL, list(FINAL_POLICIES), record_path, workers=0)
         window.end()
         run.window_problems = window.problems()
+        if record.audit_log:
+            run.window_problems = _covered(run.window_problems, record)
+            record.audit_log = _keep_audit_log(record, request.out / "window" / "audit.log")
+            record.write(record_path)
         run.broke = dict(breaking.broke)
         if not broken and not request.breaks:
             progress(f"the catalog on the upgraded stack: {len(catalog_policies)} policies")

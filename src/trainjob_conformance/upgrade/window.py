@@ -23,6 +23,10 @@ from trainjob_conformance.kube.errors import ApiError, watch_error
 from trainjob_conformance.kube.kinds import Kind
 
 LISTED = "LISTED"
+# What a gap in a watch costs, and what is said instead where an audit log of the
+# writes covers it (upgrade/audit_window.py).
+WATCH_GAP = "a version stored and replaced in between is not seen"
+AUDIT_COVERS = "the API server's audit log of writes gives every version stored in between"
 _ROUND_SECONDS = 2
 
 
@@ -75,7 +79,7 @@ class KindWatch:
                 # replaced, a version no longer served): list again, and say so.
                 self.problems.append(
                     f"{time.strftime('%H:%M:%S')} watch of {self.kind.kind} ended ({error}); "
-                    "listed again: a version stored and replaced in between is not seen"
+                    f"listed again: {WATCH_GAP}"
                 )
                 self.stop.wait(0.2)
                 try:

@@ -8,6 +8,8 @@ from trainjob_conformance.cluster.embedded.nodes import NODE_LABEL_MODES
 from trainjob_conformance.cluster.provider import (
     AUDIT_LOG_OPTION,
     PATH,
+    TEXT,
+    WINDOW_AUDIT_OPTION,
     ProviderKind,
     ProviderOption,
 )
@@ -31,6 +33,12 @@ PROVIDER = ProviderKind(
             AUDIT_LOG_OPTION,
             kind=PATH,
             help="where the API server's audit log of writes is kept",
+            on_command_line=False,
+        ),
+        ProviderOption(
+            WINDOW_AUDIT_OPTION,
+            kind=TEXT,
+            help="the API server keeps an audit log of the custom resources' writes",
             on_command_line=False,
         ),
     ),

@@ -64,6 +64,32 @@ AUDIT_POLICY = {
         {"level": "Metadata"},
     ],
 }
+# For `upgrade`: every write of the custom resources whose watch the upgrade's
+# window keeps, with the object stored (RequestResponse), and nothing else. A
+# watch of a custom resource ends when its CRD is replaced; these writes are every
+# version stored meanwhile (upgrade/audit_window.py).
+WINDOW_AUDIT_RESOURCES = (
+    ("trainer.kubeflow.org", "trainjobs"),
+    ("jobset.x-k8s.io", "jobsets"),
+    ("kueue.x-k8s.io", "workloads"),
+    ("kubeflow.org", "pytorchjobs"),
+)
+WINDOW_AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "None", "verbs": ["get", "list", "watch"]},
+        {
+            "level": "RequestResponse",
+            "resources": [
+                {"group": group, "resources": [resource, f"{resource}/status"]}
+                for group, resource in WINDOW_AUDIT_RESOURCES
+            ],
+        },
+        {"level": "None"},
+    ],
+}
 
 
 @contextlib.contextmanager
@@ -91,10 +117,11 @@ class EmbeddedControlPlane:
         run_dir: Path,
         name: str | None = None,
         phases: PhaseClock | None = None,
-        audit: bool = False,
+        audit_policy: dict | None = None,
     ) -> None:
         self.profile = profile
-        self.audit = audit
+        # AUDIT_POLICY (the bench's), WINDOW_AUDIT_POLICY (an upgrade's) or none.
+        self.audit_policy = audit_policy
         self.binaries = binaries
         self.run_dir = run_dir
         self.name = name or f"tjc-{uuid.uuid4().hex[:8]}"
@@ -119,14 +146,14 @@ class EmbeddedControlPlane:
 
     @property
     def audit_log(self) -> Path:
-        """The API server's audit log, written when the cluster was made with `audit`."""
+        """The API server's audit log, written when the cluster was made with a policy."""
         return self.logs_dir / "audit.log"
 
     def _audit_args(self) -> list[str]:
-        if not self.audit:
+        if self.audit_policy is None:
             return []
         policy = self.run_dir / "audit-policy.yaml"
-        policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        policy.write_text(yaml.safe_dump(self.audit_policy))
         return ["--kube-audit-policy", str(policy)]
 
     def _env(self) -> dict[str, str]:

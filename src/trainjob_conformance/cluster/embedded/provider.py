@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from trainjob_conformance.cluster.embedded import NODE_LABELS
-from trainjob_conformance.cluster.embedded.control_plane import EmbeddedControlPlane
+from trainjob_conformance.cluster.embedded.control_plane import (
+    AUDIT_POLICY,
+    WINDOW_AUDIT_POLICY,
+    EmbeddedControlPlane,
+)
 from trainjob_conformance.cluster.embedded.crd_install import (
     LOCAL_POLL,
     create_crd,
@@ -54,6 +58,7 @@ from trainjob_conformance.cluster.isolation.netns import require_namespaces
 from trainjob_conformance.cluster.kueue import KUEUE_NAMESPACE
 from trainjob_conformance.cluster.provider import (
     AUDIT_LOG_OPTION,
+    WINDOW_AUDIT_OPTION,
     ClusterRequest,
     ComponentUpgrade,
     PushedImage,
@@ -115,12 +120,14 @@ class EmbeddedStackCluster:
         run_dir: Path,
         node_labels: str = "cloud",
         audit_log: Path | None = None,
+        window_audit: bool = False,
     ) -> None:
         self.profile = profile
         # The bench's: an API server audit log of writes, copied here at `down`
         # (the control plane's own directory goes with it).
         self.audit_log = audit_log
-        self.audit = audit_log is not None
+        # An upgrade's: the custom resources' writes, read while the cluster runs.
+        self.window_audit = window_audit
         self.run_dir = run_dir
         self.node_labels = node_labels
         self.control_plane: EmbeddedControlPlane | None = None
@@ -138,6 +145,16 @@ class EmbeddedStackCluster:
         self._plan_in_use: _Plan | None = None
         self._kubeconfig: Path | None = None
         self.versions: dict[str, str] = {}
+
+    def _audit_policy(self) -> dict | None:
+        if self.window_audit:
+            return WINDOW_AUDIT_POLICY
+        return AUDIT_POLICY if self.audit_log is not None else None
+
+    def window_audit_log(self) -> Path | None:
+        if not self.window_audit or self.control_plane is None:
+            return None
+        return self.control_plane.audit_log
 
     def _timed(self, key: str, started: float) -> None:
         self.timings[key] = round(time.monotonic() - started, 1)
@@ -162,7 +179,7 @@ class EmbeddedStackCluster:
         self.owner = RunOwnership.of(self.run_dir)
         say(f"run directory {self.run_dir}")
         self.control_plane = EmbeddedControlPlane(
-            self.profile, binaries, self.run_dir, phases=clock, audit=self.audit
+            self.profile, binaries, self.run_dir, phases=clock, audit_policy=self._audit_policy()
         )
         # kwokctl creates the control plane in the background; meanwhile the
         # manifests are read, and the install starts as soon as the API server
@@ -607,6 +624,7 @@ def from_request(request: ClusterRequest) -> EmbeddedStackCluster:
         request.run_dir,
         request.option(NODE_LABELS, "cloud") or "cloud",
         audit_log=Path(audit_log) if audit_log else None,
+        window_audit=bool(request.option(WINDOW_AUDIT_OPTION)),
     )
 
 

@@ -761,6 +761,11 @@ class KindStackCluster:
             )
         return None
 
+    def window_audit_log(self) -> Path | None:
+        # kind's API server runs in a node container with kubeadm's flags: no audit
+        # log the harness could read while it runs (the window's watch alone).
+        return None
+
     def upgrade_component(self, component: str, version: str) -> ComponentUpgrade:
         """Move one running controller to another release in place: its image into every
         node, then the new release's CRDs, its Deployment's rolling update, and the wait
