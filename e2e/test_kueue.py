@@ -414,7 +414,6 @@ def test_pods_whose_only_tas_annotation_is_a_slice_topology_are_ungated_and_plac
     view = trainjob_view
     queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
     # Slices of one Pod, each in a domain of `level`, and no other TAS annotation.
-    # (Kueue's webhook judges the slice size against the runtime's own count, 1.)
     runtime = training_runtime(hold=True, slice_topology=level, slice_size=1)
 
     since, created = submit_tas(view, runtime, queue, two_pods(nodes=nodes))

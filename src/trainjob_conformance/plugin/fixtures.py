@@ -206,9 +206,12 @@ def training_runtime(
             trainjob_templates.render_one("clustertrainingruntime", name=name, **params)
         )
         # Queued, so that in a Kueue-managed namespace Kueue's webhook (which
-        # looks the runtime up in its own cache) must see the runtime too.
+        # looks the runtime up in its own cache) must see the runtime too. Of as many
+        # nodes as one slice, where the runtime asks for slices: Kueue refuses a
+        # slice larger than the TrainJob's Pods.
+        sized = {"num_nodes": params["slice_size"]} if "slice_size" in params else {}
         probe = trainjob_view.trainjob_manifest(
-            "runtime-probe", runtime=name, queue_name="runtime-probe"
+            "runtime-probe", runtime=name, queue_name="runtime-probe", **sized
         )
 
         # The webhooks check runtimes through their informer caches: wait until
