@@ -326,8 +326,8 @@ def tas_queue(view, kueue_queue, tas_topology):
 
 
 def submit_tas(view, runtime, queue, resources):
-    """Submit TrainJob `tas`; returns the resourceVersion to watch its Pods from, and
-    their versions once both exist."""
+    """Submit TrainJob `tas`; returns the resourceVersion to watch its Pods from, their
+    versions once both exist, and its Workload as admitted."""
     since = pods_resource_version(view)
     submit(view, runtime, queue, "tas", TWO_PODS, resources)
     # cpu_room sized the Pods from the CPU the scheduler will have free on the flavor's
@@ -335,9 +335,9 @@ def submit_tas(view, runtime, queue, resources):
     # against those nodes until it releases that Workload, which can come later (on kind
     # an earlier test's held Pods take their 30 s grace period). Admission waits for it,
     # and a timeout says why Kueue had not admitted.
-    wait_admitted(view, "tas", timeout=TAS_ADMISSION_TIMEOUT)
+    workload = wait_admitted(view, "tas", timeout=TAS_ADMISSION_TIMEOUT)
     created = watch_pods(view, "tas", since, lambda h: len(h) == 2, "the 2 Pods of TrainJob tas")
-    return since, created
+    return since, created, workload
 
 
 def all_placed(history):
@@ -355,7 +355,7 @@ def test_tas_pods_are_created_behind_the_topology_gate(
     queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
-    _, created = submit_tas(view, runtime, queue, two_pods(nodes=nodes))
+    _, created, _ = submit_tas(view, runtime, queue, two_pods(nodes=nodes))
 
     for name, versions in created.items():
         assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
@@ -370,9 +370,7 @@ def test_kueue_ungates_tas_pods_into_one_topology_domain(
     queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
     runtime = training_runtime(hold=True, required_topology=level)
 
-    since, created = submit_tas(view, runtime, queue, two_pods(nodes=nodes))
-    wait_pods(view, "tas", 2)
-    workload = wait_admitted(view, "tas")
+    since, created, workload = submit_tas(view, runtime, queue, two_pods(nodes=nodes))
     assigned = [
         a["name"]
         for a in workload["status"]["admission"]["podSetAssignments"]
@@ -416,10 +414,9 @@ def test_pods_whose_only_tas_annotation_is_a_slice_topology_are_ungated_and_plac
     # Slices of one Pod, each in a domain of `level`, and no other TAS annotation.
     runtime = training_runtime(hold=True, slice_topology=level, slice_size=1)
 
-    since, created = submit_tas(view, runtime, queue, two_pods(nodes=nodes))
+    since, created, _ = submit_tas(view, runtime, queue, two_pods(nodes=nodes))
     for name, versions in created.items():
         assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
-    wait_admitted(view, "tas")
     trainjob_policy.gap_exercised(
         "Kueue admitted the Workload and gated its Pods, whose only TAS annotations are "
         "podset-slice-required-topology and podset-slice-size"
