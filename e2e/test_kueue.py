@@ -10,7 +10,7 @@ import pytest
 import yaml
 from kubernetes.utils import parse_quantity
 
-from trainjob_conformance.kube.errors import StackError
+from trainjob_conformance.kube.errors import Rejected, StackError
 from trainjob_conformance.kube.kinds import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,
@@ -44,17 +44,26 @@ from trainjob_conformance.policies.pods import (
     wait_running,
     watch_pods,
 )
-from trainjob_conformance.policies.trainjobs import kueue_pod_template_patch
+from trainjob_conformance.policies.trainjobs import (
+    kueue_pod_template_patch,
+    kueue_runtime_patches,
+)
 from trainjob_conformance.policies.view import JOBSET_NAME_LABEL, condition, conditions_of
+from trainjob_conformance.policies.webhooks import call_again
 from trainjob_conformance.policies.workloads import (
     TOPOLOGY_GATE,
+    check_states,
+    decided_admission_check,
+    set_check_state,
     topology_holders_elsewhere,
     wait_admitted,
     wait_finished,
     wait_pending_for_quota,
+    wait_quota_reserved,
     wait_workload,
     workloads_of,
 )
+from trainjob_conformance.render.overrides import OverrideShape
 
 pytestmark = pytest.mark.kueue
 
@@ -214,6 +223,70 @@ def test_a_queued_trainjob_with_its_own_override_starts_with_its_and_kueues(
             )
             selector = spec.get("nodeSelector") or {}
             assert selector.get(key) == value, f"{name} lacks Kueue's nodeSelector: {selector}"
+
+
+# Kueue's TrainJob defaulting webhook, and how often the policy updates a TrainJob it
+# defaulted (Kueue registers it for CREATE only: an update must add nothing).
+KUEUE_DEFAULTER = "mtrainjob.kb.io"
+UPDATES = 5
+
+
+@pytest.mark.policy("KQ-ADMIT-005")
+def test_kueues_trainjob_defaulting_adds_its_runtime_patch_once(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    if view.templates.shape is not OverrideShape.RUNTIME_PATCHES:
+        pytest.skip("this Trainer's TrainJob has no spec.runtimePatches, where Kueue writes")
+    queue = kueue_queue()
+    runtime = training_runtime()
+    since = resource_version(view, TRAINJOB)
+    once = view.create_trainjob("once", runtime=runtime, queue_name=queue)
+    for update in range(UPDATES):
+        view.kube.patch(
+            *TRAINJOB,
+            name="once",
+            namespace=view.namespace,
+            body={"metadata": {"labels": {"example.com/update": str(update)}}},
+        )
+    wait_admitted(view, "once")
+    # Every version stored from its creation to its admission, Kueue's own writes included.
+    events = replay(view, TRAINJOB, since, field_selector=named("once"))
+    counts = [len(kueue_runtime_patches(event["object"])) for event in events]
+    assert counts and set(counts) == {1}, (
+        f"TrainJob once, defaulted by Kueue once, was stored with {counts} runtime patches "
+        f"of Kueue's over its creation, {UPDATES} updates and its admission (one each "
+        f"expected); as created: {kueue_runtime_patches(once)}"
+    )
+
+    probe = view.trainjob_manifest("probe", runtime=runtime, queue_name=queue)
+    again = call_again(view, KUEUE_DEFAULTER, probe)
+    trainjob_policy.gap_exercised(
+        f"Kueue's TrainJob defaulting is called twice on every create in {view.namespace}: "
+        f"by {KUEUE_DEFAULTER} and by {again}, a copy with reinvocationPolicy IfNeeded"
+    )
+
+    with trainjob_policy.holds():
+        try:
+            twice = view.create_trainjob("twice", runtime=runtime, queue_name=queue)
+        except Rejected as refused:
+            raise AssertionError(
+                f"TrainJob twice, defaulted twice by Kueue's webhook, was refused: "
+                f"{refused.message}"
+            ) from None
+        found = kueue_runtime_patches(twice)
+        view.record_observation(
+            "how many runtime patches of Kueue's TrainJob twice was stored with",
+            TRAINJOB,
+            name="twice",
+            jsonpath='{.spec.runtimePatches[?(@.manager=="kueue.x-k8s.io/manager")].manager}',
+            expected="kueue.x-k8s.io/manager",
+            observed=" ".join(p["manager"] for p in found),
+        )
+        assert len(found) == 1, (
+            f"TrainJob twice, defaulted twice by Kueue's webhook, was stored with {len(found)} "
+            f"runtime patches of manager kueue.x-k8s.io/manager: {found}"
+        )
 
 
 # The quota policies' TrainJobs: 2 Pods each, of as much CPU as the nodes can run
@@ -441,6 +514,112 @@ def test_pods_whose_only_tas_annotation_is_a_slice_topology_are_ungated_and_plac
         assert not placed, f"{placed}; gates left: {gates}"
 
 
+# Three Pods in slices of two: the last slice is partial. Kueue's TAS places whole
+# slices only, so its assignment covers the first two Pods (kubernetes-sigs/kueue#13223).
+PARTIAL_SLICE_PODS = 3
+WHOLE_SLICE_PODS = 2
+
+
+def placed(count):
+    def enough(history):
+        latest = [versions[-1] for versions in history.values()]
+        done = [
+            p
+            for p in latest
+            if TOPOLOGY_GATE not in gate_names(p["spec"]) and p["spec"].get("nodeName")
+        ]
+        return len(latest) == PARTIAL_SLICE_PODS and len(done) >= count
+
+    return enough
+
+
+def submit_partial_slices(view, runtime, queue, resources):
+    """Submit TrainJob `partial` (three Pods in slices of two); returns the
+    resourceVersion its Pods are watched from, once Kueue has admitted it and all three
+    exist, each created behind the topology gate."""
+    since = pods_resource_version(view)
+    submit(view, runtime, queue, "partial", PARTIAL_SLICE_PODS, resources)
+    wait_admitted(view, "partial", timeout=TAS_ADMISSION_TIMEOUT)
+    created = watch_pods(
+        view, "partial", since, lambda h: len(h) == PARTIAL_SLICE_PODS, "the 3 Pods"
+    )
+    for name, versions in created.items():
+        assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
+    return since
+
+
+def still_gated(view):
+    gated = sorted(
+        pod["metadata"]["name"]
+        for pod in pods_of(view, "partial")
+        if TOPOLOGY_GATE in gate_names(pod["spec"])
+    )
+    view.record_observation(
+        "the Pods of TrainJob partial still behind the topology gate",
+        POD,
+        selector=f"{JOBSET_NAME_LABEL}=partial",
+        jsonpath="{.items[*].spec.schedulingGates[*].name}",
+        expected="",
+        observed=" ".join([TOPOLOGY_GATE] * len(gated)),
+        within=60,
+    )
+    return gated
+
+
+def watch_placed(view, since, count):
+    """Why `count` Pods of TrainJob partial were not all ungated and bound; empty once
+    they are."""
+    try:
+        watch_pods(view, "partial", since, placed(count), f"{count} Pods ungated and bound")
+    except WaitTimeout as timeout:
+        return str(timeout).splitlines()[0]
+    return ""
+
+
+@pytest.mark.policy("KQ-TAS-004")
+def test_the_pods_of_whole_slices_are_ungated_when_the_last_slice_is_partial(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
+):
+    view = trainjob_view
+    queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
+    runtime = training_runtime(hold=True, slice_topology=level, slice_size=WHOLE_SLICE_PODS)
+    since = submit_partial_slices(view, runtime, queue, two_pods(nodes=nodes))
+    trainjob_policy.gap_exercised(
+        f"Kueue admitted TrainJob partial, {PARTIAL_SLICE_PODS} Pods in slices of "
+        f"{WHOLE_SLICE_PODS} sharing a {level} domain, and gated its Pods"
+    )
+
+    with trainjob_policy.holds():
+        why = watch_placed(view, since, WHOLE_SLICE_PODS)
+        gated = still_gated(view)
+        assert not why, (
+            f"the {WHOLE_SLICE_PODS} Pods of TrainJob partial's whole slice were not ungated "
+            f"and bound: {why}; still gated: {gated}"
+        )
+
+
+@pytest.mark.policy("KQ-TAS-005")
+def test_no_pod_of_an_admitted_tas_trainjob_is_left_gated(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
+):
+    view = trainjob_view
+    queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
+    runtime = training_runtime(hold=True, slice_topology=level, slice_size=WHOLE_SLICE_PODS)
+    since = submit_partial_slices(view, runtime, queue, two_pods(nodes=nodes))
+    trainjob_policy.gap_exercised(
+        f"Kueue admitted TrainJob partial, {PARTIAL_SLICE_PODS} Pods in slices of "
+        f"{WHOLE_SLICE_PODS}, the last slice partial"
+    )
+
+    with trainjob_policy.holds():
+        why = watch_placed(view, since, PARTIAL_SLICE_PODS)
+        gated = still_gated(view)
+        assert not why, (
+            f"Kueue admitted TrainJob partial but left Pods behind its topology gate: {why}; "
+            f"still gated: {gated}"
+        )
+
+
 @pytest.mark.policy("KQ-PODSET-001")
 @pytest.mark.parametrize("num_nodes", [1, 3])
 def test_workload_podset_matches_the_trainjob_and_its_jobset(
@@ -610,6 +789,59 @@ def test_a_trainjob_of_nine_replicated_jobs_gets_a_workload_and_is_admitted(
         assert workload is not None, f"TrainJob wide of 9 replicated jobs was not admitted: {why}"
         podsets = [p["name"] for p in workload["spec"]["podSets"]]
         assert len(podsets) == 9, f"the Workload has PodSets {podsets}, not 9"
+
+
+# A label key with a space: no Pod can carry it, and the API server refuses a Job whose
+# template has it, so a Workload that reserves quota for such Pods holds it for nothing.
+INVALID_POD_LABEL = {"example.com/not a label key": "x"}
+UNVALIDATED_RUNTIME = {"trainer.kubeflow.org/webhook-validation": "disabled"}
+
+
+def reserved_quota(trainjob):
+    def matches(workload):
+        owners = [ref.get("name") for ref in workload["metadata"].get("ownerReferences") or []]
+        return trainjob in owners and condition(workload, "QuotaReserved").get("status") == "True"
+
+    return matches
+
+
+@pytest.mark.policy("KQ-PODSET-006")
+def test_a_trainjob_whose_pods_would_carry_an_invalid_label_reserves_no_quota(
+    trainjob_view, training_runtime, kueue_queue, trainjob_policy
+):
+    view = trainjob_view
+    queue = kueue_queue()
+    since = resource_version(view, WORKLOAD)
+    # The Trainer's runtime webhook (v2.3) would refuse the runtime itself; the label is
+    # its own opt-out, so that Kueue is the one to judge the Pods' labels.
+    runtime = training_runtime(pod_labels=INVALID_POD_LABEL, labels=UNVALIDATED_RUNTIME)
+    submit(view, runtime, queue, "invalid", 1, {})
+    # A witness queued after it: once it is admitted, Kueue has handled TrainJob invalid.
+    submit(view, training_runtime(), queue, "witness", 1, {})
+    wait_admitted(view, "witness")
+    trainjob_policy.gap_exercised(
+        f"TrainJob invalid is queued, its trainer Pods' template labelled {INVALID_POD_LABEL}"
+    )
+
+    with trainjob_policy.holds():
+        # Every Workload version stored while both were handled, not only the last.
+        reserved = stored_while(
+            view, WORKLOAD, since, "quota reserved for TrainJob invalid", reserved_quota("invalid")
+        )
+        view.record_observation(
+            "whether Kueue reserved quota for TrainJob invalid",
+            WORKLOAD,
+            jsonpath=(
+                '{.items[?(@.metadata.ownerReferences[0].name=="invalid")]'
+                '.status.conditions[?(@.type=="QuotaReserved")].status}'
+            ),
+            expected="",
+            observed="True" if reserved else "",
+        )
+        assert not reserved, (
+            "Kueue reserved quota for TrainJob invalid, whose Pods cannot be created with "
+            f"label {INVALID_POD_LABEL}: {reserved[0]}"
+        )
 
 
 # Initializer Jobs of the runtime, each with its container's requests.
@@ -848,3 +1080,59 @@ def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
                 f"copied back (its conditions: {conditions_of(trainjob)})"
             )
         assert not broken, "; ".join(broken)
+
+
+# How long the manager's Workload is held, quota reserved, behind a check the test has
+# not decided: MultiKueue hands a job to a worker within a second or two of its turn.
+HELD_BEHIND_CHECK = 10
+
+
+@pytest.mark.policy("KQ-MK-005")
+def test_multikueue_waits_for_the_other_admission_checks_before_dispatching(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, multikueue_worker, two_pods
+):
+    view, worker = trainjob_view, multikueue_worker
+    runtime = training_runtime()
+    worker_queue(worker, runtime)
+    check = multikueue_check(view, f"{view.namespace}-worker", worker.cluster.kubeconfig)
+    worker_connected(view, f"{view.namespace}-worker")
+    view.wait_for_condition(ADMISSION_CHECK, check, "Active")
+    other = decided_admission_check(view, f"{view.namespace}-held")
+    queue = kueue_queue(admission_checks=(check, other))
+
+    since = resource_version(worker, TRAINJOB)
+    created = submit(view, runtime, queue, "remote", TWO_PODS, two_pods(worker.cluster))
+    assert created["spec"]["managedBy"] == MULTIKUEUE
+    reserved = wait_quota_reserved(view, "remote", checks=(check, other))
+    # The test never sets its check: whatever else does is the watch's to find.
+    trainjob_policy.gap_exercised(
+        f"Kueue reserved quota for TrainJob remote, its admission checks {check_states(reserved)}"
+    )
+
+    with trainjob_policy.holds():
+        # Watched on the worker for the whole hold: a copy made and deleted counts too.
+        early = versions_where(
+            replay(
+                worker, TRAINJOB, since, field_selector=named("remote"), seconds=HELD_BEHIND_CHECK
+            ),
+            f"on the worker while check {other} was Pending",
+            lambda _: True,
+        )
+        view.record_observation(
+            f"a TrainJob remote on the worker while check {other} is Pending",
+            TRAINJOB,
+            name="remote",
+            jsonpath="{.metadata.name}",
+            expected="",
+            observed="remote" if early else "",
+            within=HELD_BEHIND_CHECK,
+        )
+        assert not early, (
+            f"MultiKueue dispatched TrainJob remote to the worker before check {other} was "
+            f"Ready: {early[0]}"
+        )
+    set_check_state(view, "remote", other, "Ready")
+    worker.wait(
+        f"TrainJob remote on the worker once check {other} is Ready",
+        lambda: worker.find(TRAINJOB, "remote"),
+    )

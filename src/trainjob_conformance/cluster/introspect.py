@@ -9,7 +9,7 @@ from typing import Any
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import NotFound
-from trainjob_conformance.kube.kinds import CRD, NAMESPACE, VALIDATING_WEBHOOKS
+from trainjob_conformance.kube.kinds import CRD, MUTATING_WEBHOOKS, NAMESPACE, VALIDATING_WEBHOOKS
 
 TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
 # The Trainer's TrainJob validator: this name in the webhook manifests and the
@@ -204,3 +204,13 @@ def validators_naming(
             ):
                 names.append(webhook["name"])
     return sorted(names)
+
+
+def mutating_webhook(kube: Kube, name: str) -> tuple[str, dict[str, Any]] | None:
+    """The mutating webhook registered under `name` (e.g. mjobset.kb.io), with the name
+    of the configuration that holds it, whatever the installer called that."""
+    for configuration in kube.list(*MUTATING_WEBHOOKS):
+        for webhook in configuration.get("webhooks") or []:
+            if webhook.get("name") == name:
+                return str(configuration["metadata"]["name"]), webhook
+    return None

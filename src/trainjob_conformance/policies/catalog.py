@@ -1,8 +1,9 @@
 """The policy catalog: stable IDs, what each proves, and per-version expectations.
 
 A policy is about one component's releases, named by its range key: `trainer`
-(Kubeflow Trainer, most policies) or `training-operator` (the previous
-generation, TO-*). Its expectations use the same key.
+(Kubeflow Trainer, most policies), `training-operator` (the previous
+generation, TO-*), `jobset` or `kueue` (a behaviour of that component alone,
+whatever Trainer it runs with). Its expectations use the same key.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ class Outcome(enum.Enum):
 
 
 # The components a policy can be about, by the key of its release range.
-COMPONENTS = ("trainer", "training-operator", "jobset")
+COMPONENTS = ("trainer", "training-operator", "jobset", "kueue")
 COMPONENT_NAMES = {
     "trainer": "Trainer",
     "training-operator": "training-operator",
     "jobset": "JobSet",
+    "kueue": "Kueue",
 }
 
 

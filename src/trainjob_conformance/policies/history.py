@@ -32,9 +32,12 @@ def replay(
     since: str,
     label_selector: str = "",
     field_selector: str = "",
+    seconds: int = _REPLAY_SECONDS,
 ) -> list[dict[str, Any]]:
     """Every stored version of the matching objects since `since`, oldest first,
-    each as a watch event {"type": ADDED|MODIFIED|DELETED, "object": {...}}."""
+    each as a watch event {"type": ADDED|MODIFIED|DELETED, "object": {...}}; with
+    `seconds`, also every version stored in the next `seconds` (a window watched
+    live)."""
     query = {"resourceVersion": since}
     if label_selector:
         query["labelSelector"] = label_selector
@@ -42,7 +45,7 @@ def replay(
         query["fieldSelector"] = field_selector
     path = view.kube.resource(*kind).path(namespace=view.namespace)
     events = []
-    for event in view.kube.raw_watch(f"{path}?{urllib.parse.urlencode(query)}", _REPLAY_SECONDS):
+    for event in view.kube.raw_watch(f"{path}?{urllib.parse.urlencode(query)}", seconds):
         error = watch_error(event)
         if error is not None:
             raise error

@@ -56,6 +56,15 @@ def kueue_pod_template_patch(
     return None
 
 
+def kueue_runtime_patches(trainjob: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runtime patches Kueue owns (manager kueue.x-k8s.io/manager) on a TrainJob."""
+    return [
+        patch
+        for patch in trainjob["spec"].get("runtimePatches") or []
+        if patch.get("manager") == KUEUE_PATCH_MANAGER
+    ]
+
+
 def runtime_patch_times(trainjob: dict[str, Any]) -> dict[str, str | None]:
     """Each runtime patch's manager and the time stored with it (None: no time)."""
     patches = trainjob["spec"].get("runtimePatches") or []

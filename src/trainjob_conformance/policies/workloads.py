@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainjob_conformance.kube.kinds import NAMESPACE, TRAINJOB, WORKLOAD
+from trainjob_conformance.kube.conflicts import until_no_conflict
+from trainjob_conformance.kube.kinds import ADMISSION_CHECK, NAMESPACE, TRAINJOB, WORKLOAD
 from trainjob_conformance.kube.namespaces import TEST_NAMESPACE_LABEL
 from trainjob_conformance.kube.waits import NotYet
 from trainjob_conformance.policies.view import DEFAULT_TIMEOUT, TrainJobView, condition
 
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+# The controller of the admission checks a test decides itself: no controller has it.
+TEST_CHECK_CONTROLLER = "trainjob-conformance.kubeflow.org/test"
 
 
 def workloads_of(view: TrainJobView, trainjob: str) -> list[dict[str, Any]]:
@@ -129,3 +132,80 @@ def topology_holders_elsewhere(view: TrainJobView) -> list[str]:
             for a in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
         )
     )
+
+
+def wait_quota_reserved(
+    view: TrainJobView, trainjob: str, checks: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The TrainJob's Workload once Kueue has reserved quota for it and listed a state
+    for each of `checks` (its admission checks, which may still be pending)."""
+
+    def probe() -> dict[str, Any] | NotYet:
+        found = workloads_of(view, trainjob)
+        if len(found) != 1:
+            return NotYet(f"{len(found)} Workloads")
+        reserved = condition(found[0], "QuotaReserved")
+        if reserved.get("status") != "True":
+            return NotYet(f"QuotaReserved: {reserved.get('message') or 'absent'}")
+        states = check_states(found[0])
+        if any(check not in states for check in checks):
+            return NotYet(f"quota reserved; admission check states {states}")
+        return found[0]
+
+    return view.wait(f"Kueue to reserve quota for TrainJob {trainjob}", probe)
+
+
+def check_states(workload: dict[str, Any]) -> dict[str, str]:
+    """Admission check name -> its state on the Workload."""
+    checks = (workload.get("status") or {}).get("admissionChecks") or []
+    return {check["name"]: check.get("state", "") for check in checks}
+
+
+def set_check_state(view: TrainJobView, trainjob: str, check: str, state: str) -> None:
+    """Write the state of admission check `check` on the TrainJob's Workload, as the
+    check's own controller would (the test plays that controller)."""
+
+    def write() -> None:
+        (workload,) = workloads_of(view, trainjob)
+        for entry in workload["status"]["admissionChecks"]:
+            if entry["name"] == check:
+                entry.update(state=state, message=f"set {state} by the test")
+        path = view.kube.resource(*WORKLOAD).path(
+            name=workload["metadata"]["name"], namespace=view.namespace
+        )
+        view.kube.raw("PUT", f"{path}/status", workload)
+
+    until_no_conflict(write, f"the state of check {check} on TrainJob {trainjob}'s Workload")
+
+
+def decided_admission_check(view: TrainJobView, name: str) -> str:
+    """An AdmissionCheck that only the test decides: Active (so that a ClusterQueue
+    naming it is active), and its state on each Workload set by `set_check_state`."""
+    view.create(
+        {
+            "apiVersion": view.kube.concrete(ADMISSION_CHECK.api_version),
+            "kind": ADMISSION_CHECK.kind,
+            "metadata": {"name": name},
+            "spec": {"controllerName": TEST_CHECK_CONTROLLER},
+        }
+    )
+    path = view.kube.resource(*ADMISSION_CHECK).path(name=name)
+
+    def activate() -> None:
+        # Kueue writes the new check's status too: read afresh for each attempt.
+        check = view.kube.get(*ADMISSION_CHECK, name)
+        check["status"] = {
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Active",
+                    "message": "the test decides this check",
+                    "lastTransitionTime": check["metadata"]["creationTimestamp"],
+                }
+            ]
+        }
+        view.kube.raw("PUT", f"{path}/status", check)
+
+    until_no_conflict(activate, f"the status of AdmissionCheck {name}")
+    return name

@@ -15,6 +15,7 @@ REPOSITORIES = {
     "trainer": "kubeflow/trainer",
     "training-operator": "kubeflow/training-operator",
     "jobset": "kubernetes-sigs/jobset",
+    "kueue": "kubernetes-sigs/kueue",
 }
 _THREAD = re.compile(r"\b([\w.-]+/[\w.-]+)#(\d+)")
 
