@@ -294,3 +294,10 @@ def test_a_request_sent_as_another_user_is_replayed_as_that_user_in_the_bundles_
 
     namespace = repro_namespace("TO-MB-004")
     assert step.kubectl[-1] == f"--as=system:serviceaccount:{namespace}:user"
+
+
+def test_no_bundle_for_a_test_that_points_a_webhook_at_its_own_cluster():
+    # KQ-ADMIT-005 registers a copy of Kueue's webhook with the run's own address
+    # and CA: replayed elsewhere it would answer for a reason of its own.
+    with pytest.raises(ConformanceError, match="cannot take that to another cluster"):
+        bundle("KQ-ADMIT-005")

@@ -18,8 +18,30 @@ STAND_IN_FILE = "stand-in-fix.yaml"
 APPLY_FILE = "apply-stand-in-fix.sh"
 
 
+_WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+def _points_at_a_webhook_server(record: Record) -> str | None:
+    """The webhook configuration the test wrote with a clientConfig, if any: its
+    address and CA are this cluster's, so kubectl alone cannot take it to another."""
+    for entry in record.get("entries") or []:
+        if entry.get("step") != "request" or entry.get("kind") not in _WEBHOOK_CONFIGURATIONS:
+            continue
+        webhooks = (entry.get("body") or {}).get("webhooks") or []
+        if any(isinstance(w, dict) and w.get("clientConfig") for w in webhooks):
+            return f"{entry['kind']} {entry.get('name')}"
+    return None
+
+
 def bundle_files(record: Record, policy: Policy, templates: Path) -> dict[str, str]:
     """Each file of the bundle by its relative path."""
+    bound = _points_at_a_webhook_server(record)
+    if bound is not None:
+        raise ConformanceError(
+            f"the test of {policy.id} points {bound} at this cluster's own webhook server "
+            "(its address and CA): a bundle of kubectl steps cannot take that to another "
+            "cluster, so none is written; docs/reproductions.md"
+        )
     replay = replay_of(record)
     if not any(step.observation for step in replay.steps):
         raise ConformanceError(
