@@ -539,12 +539,14 @@ def placed(count):
     return enough
 
 
-def submit_partial_slices(view, runtime, queue, resources):
-    """Submit TrainJob `partial` (three Pods in slices of two); returns the
-    resourceVersion its Pods are watched from, once Kueue has admitted it and all three
-    exist, each created behind the topology gate."""
+def submit_partial_slices(view, policy, training_runtime, kueue_queue, tas_topology, two_pods):
+    """Submit TrainJob `partial` (three Pods in slices of two sharing a domain) on a
+    topology-aware queue; returns the resourceVersion its Pods are watched from, once
+    Kueue has admitted it and all three exist, each created behind the topology gate."""
+    queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
+    runtime = training_runtime(hold=True, slice_topology=level, slice_size=WHOLE_SLICE_PODS)
     since = pods_resource_version(view)
-    submit(view, runtime, queue, "partial", PARTIAL_SLICE_PODS, resources)
+    submit(view, runtime, queue, "partial", PARTIAL_SLICE_PODS, two_pods(nodes=nodes))
     wait_admitted(view, "partial", timeout=TAS_ADMISSION_TIMEOUT)
     created = watch_pods(
         view, "partial", since, lambda h: len(h) == PARTIAL_SLICE_PODS, "the 3 Pods"
@@ -558,6 +560,10 @@ def submit_partial_slices(view, runtime, queue, resources):
     )
     for name, versions in created.items():
         assert TOPOLOGY_GATE in gate_names(versions[0]["spec"]), f"{name} was created ungated"
+    policy.gap_exercised(
+        f"Kueue admitted TrainJob partial, {PARTIAL_SLICE_PODS} Pods in slices of "
+        f"{WHOLE_SLICE_PODS} sharing a {level} domain, and gated its Pods"
+    )
     return since
 
 
@@ -598,12 +604,8 @@ def test_the_pods_of_whole_slices_are_ungated_when_the_last_slice_is_partial(
     trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
-    queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
-    runtime = training_runtime(hold=True, slice_topology=level, slice_size=WHOLE_SLICE_PODS)
-    since = submit_partial_slices(view, runtime, queue, two_pods(nodes=nodes))
-    trainjob_policy.gap_exercised(
-        f"Kueue admitted TrainJob partial, {PARTIAL_SLICE_PODS} Pods in slices of "
-        f"{WHOLE_SLICE_PODS} sharing a {level} domain, and gated its Pods"
+    since = submit_partial_slices(
+        view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
     )
 
     with trainjob_policy.holds():
@@ -621,12 +623,8 @@ def test_no_pod_of_an_admitted_tas_trainjob_is_left_gated(
     trainjob_view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
 ):
     view = trainjob_view
-    queue, level, nodes = tas_queue(view, kueue_queue, tas_topology)
-    runtime = training_runtime(hold=True, slice_topology=level, slice_size=WHOLE_SLICE_PODS)
-    since = submit_partial_slices(view, runtime, queue, two_pods(nodes=nodes))
-    trainjob_policy.gap_exercised(
-        f"Kueue admitted TrainJob partial, {PARTIAL_SLICE_PODS} Pods in slices of "
-        f"{WHOLE_SLICE_PODS}, the last slice partial"
+    since = submit_partial_slices(
+        view, trainjob_policy, training_runtime, kueue_queue, tas_topology, two_pods
     )
 
     with trainjob_policy.holds():
