@@ -19,6 +19,7 @@ from trainjob_conformance.kube.kinds import (
     NODE,
     POD,
     TRAINJOB,
+    VALIDATING_POLICY_BINDING,
     WORKLOAD,
 )
 from trainjob_conformance.kube.kubeconfig import flattened
@@ -45,6 +46,7 @@ from trainjob_conformance.policies.pods import (
     watch_pods,
 )
 from trainjob_conformance.policies.trainjobs import (
+    kueue_override_count,
     kueue_pod_template_patch,
     kueue_runtime_patches,
 )
@@ -291,6 +293,136 @@ def test_kueues_trainjob_defaulting_adds_its_runtime_patch_once(
         assert len(found) == 1, (
             f"TrainJob twice, defaulted twice by Kueue's webhook, was stored with {len(found)} "
             f"runtime patches of manager kueue.x-k8s.io/manager: {found}"
+        )
+
+
+def start_refused(view):
+    """A ValidatingAdmissionPolicy, for the test's namespace, that refuses to resume a
+    suspended TrainJob; in effect when this returns (a probe's resume is refused)."""
+    name = f"{view.namespace}-no-resume"
+    view.create(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["trainer.kubeflow.org"],
+                            "apiVersions": ["*"],
+                            "operations": ["UPDATE"],
+                            "resources": ["trainjobs"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "!(has(oldObject.spec.suspend) && oldObject.spec.suspend"
+                        " && !(has(object.spec.suspend) && object.spec.suspend))",
+                        "message": "the test refuses to resume TrainJobs for now",
+                    }
+                ],
+            },
+        }
+    )
+    view.create(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": view.namespace}
+                    }
+                },
+            },
+        }
+    )
+    return name
+
+
+def resume_refused(view, probe):
+    def refused():
+        try:
+            view.kube.patch(
+                *TRAINJOB,
+                name=probe,
+                namespace=view.namespace,
+                body={"spec": {"suspend": False}},
+                dry_run=True,
+            )
+        except Rejected:
+            return True
+        return NotYet("a resume of TrainJob probe is still accepted")
+
+    with view.unrecorded():
+        view.wait("the API server to refuse resuming TrainJobs", refused)
+
+
+def refused_in_kueues_log(view, policy, trainjob):
+    tail = view.cluster.controller_log_tail("kueue", 400)
+    return any(policy in line and trainjob in line for line in tail.splitlines())
+
+
+@pytest.mark.policy("KQ-ADMIT-006")
+def test_a_trainjob_whose_start_was_refused_starts_with_kueues_override_once(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    queue = kueue_queue()
+    runtime = training_runtime()
+    view.create_trainjob("probe", runtime=runtime, suspend=True)
+    policy = start_refused(view)
+    resume_refused(view, "probe")
+
+    since = resource_version(view, TRAINJOB)
+    submit(view, runtime, queue, "retried", 1, {})
+    wait_admitted(view, "retried")
+    view.wait(
+        "Kueue to log the refusal of its start of TrainJob retried",
+        lambda: (
+            refused_in_kueues_log(view, policy, "retried")
+            or NotYet(f"no line of Kueue's log names {policy} and TrainJob retried")
+        ),
+    )
+    view.kube.delete(*VALIDATING_POLICY_BINDING, name=policy)
+    trainjob_policy.gap_exercised(
+        "Kueue's start of TrainJob retried, admitted, was refused; the refusal is lifted"
+    )
+
+    with trainjob_policy.holds():
+        why = ""
+        with view.unrecorded():
+            try:
+                view.wait(
+                    "TrainJob retried to be resumed",
+                    lambda: not view.get(TRAINJOB, "retried")["spec"].get("suspend"),
+                    timeout=RESUMED_WITHIN * 2,
+                )
+            except WaitTimeout as timeout:
+                why = f"{str(timeout).splitlines()[0]}; {refusal_in_kueues_log(view, 'retried')}"
+        view.record_observation(
+            "whether TrainJob retried is resumed",
+            TRAINJOB,
+            name="retried",
+            jsonpath="{.spec.suspend}",
+            expected="false",
+            observed="true" if why else "false",
+            within=RESUMED_WITHIN * 2,
+        )
+        assert not why, f"TrainJob retried was never started once its start was allowed: {why}"
+        # Every version stored since before its creation: a second override that was
+        # stored and replaced counts too.
+        events = replay(view, TRAINJOB, since, field_selector=named("retried"))
+        counts = [kueue_override_count(event["object"]) for event in events]
+        assert max(counts) == 1, (
+            f"TrainJob retried was stored with {counts} overrides of Kueue's, version by "
+            "version: a retried start added its override again"
         )
 
 

@@ -47,6 +47,9 @@ RESOURCE_FLAVOR = Kind(f"{KUEUE_GROUP}/{SERVED}", "ResourceFlavor")
 CRD = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 VALIDATING_WEBHOOKS = Kind("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
 MUTATING_WEBHOOKS = Kind("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration")
+VALIDATING_POLICY_BINDING = Kind(
+    "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"
+)
 CLUSTER_ROLE = Kind("rbac.authorization.k8s.io/v1", "ClusterRole")
 ROLE_BINDING = Kind("rbac.authorization.k8s.io/v1", "RoleBinding")
 SUBJECT_ACCESS_REVIEW = Kind("authorization.k8s.io/v1", "SubjectAccessReview")

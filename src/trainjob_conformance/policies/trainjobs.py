@@ -65,6 +65,23 @@ def kueue_runtime_patches(trainjob: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def kueue_override_count(trainjob: dict[str, Any]) -> int:
+    """How many overrides of Kueue's a TrainJob carries, in whichever field it has:
+    runtime patches of manager kueue.x-k8s.io/manager, podTemplateOverrides entries
+    with the kueue.x-k8s.io/podset label, or (Kueue v0.14, which marks none) every
+    podSpecOverrides entry: count these only for a TrainJob with none of its own."""
+    spec = trainjob["spec"]
+    if "runtimePatches" in spec:
+        return len(kueue_runtime_patches(trainjob))
+    if "podTemplateOverrides" in spec:
+        return sum(
+            1
+            for override in spec["podTemplateOverrides"] or []
+            if ((override.get("metadata") or {}).get("labels") or {}).get(KUEUE_PODSET_LABEL)
+        )
+    return len(spec.get("podSpecOverrides") or [])
+
+
 def runtime_patch_times(trainjob: dict[str, Any]) -> dict[str, str | None]:
     """Each runtime patch's manager and the time stored with it (None: no time)."""
     patches = trainjob["spec"].get("runtimePatches") or []
