@@ -25,7 +25,11 @@ from trainjob_conformance.kube.kinds import (
 from trainjob_conformance.kube.kubeconfig import flattened
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout
 from trainjob_conformance.lifecycle.turns import one_at_a_time
-from trainjob_conformance.policies.admission import refusal_in_kueues_log, wait_dry_run_answer
+from trainjob_conformance.policies.admission import (
+    kueues_log_names,
+    refusal_in_kueues_log,
+    wait_dry_run_answer,
+)
 from trainjob_conformance.policies.history import (
     named,
     replay,
@@ -121,6 +125,31 @@ def resumed(view, name):
     )
 
 
+def why_not_resumed(view, name, within):
+    """Why Kueue did not resume TrainJob `name` within `within` seconds (its logged
+    refusal included); empty once it did. Noted as the observation a reproduction judges."""
+    why = ""
+    with view.unrecorded():
+        try:
+            view.wait(
+                f"TrainJob {name} to be resumed",
+                lambda: not view.get(TRAINJOB, name)["spec"].get("suspend"),
+                timeout=within,
+            )
+        except WaitTimeout as timeout:
+            why = f"{str(timeout).splitlines()[0]}; {refusal_in_kueues_log(view, name)}"
+    view.record_observation(
+        f"whether TrainJob {name} is resumed",
+        TRAINJOB,
+        name=name,
+        jsonpath="{.spec.suspend}",
+        expected="false",
+        observed="true" if why else "false",
+        within=within,
+    )
+    return why
+
+
 @pytest.mark.policy("KQ-ADMIT-001")
 def test_queued_trainjob_is_suspended_on_creation_and_gets_a_workload(
     trainjob_view, training_runtime, kueue_queue, two_pods
@@ -200,25 +229,7 @@ def test_a_queued_trainjob_with_its_own_override_starts_with_its_and_kueues(
     )
 
     with trainjob_policy.holds():
-        why = ""
-        with view.unrecorded():
-            try:
-                view.wait(
-                    "TrainJob own to be resumed",
-                    lambda: not view.get(TRAINJOB, "own")["spec"].get("suspend"),
-                    timeout=RESUMED_WITHIN,
-                )
-            except WaitTimeout as timeout:
-                why = f"{str(timeout).splitlines()[0]}; {refusal_in_kueues_log(view, 'own')}"
-        view.record_observation(
-            "whether TrainJob own is resumed",
-            TRAINJOB,
-            name="own",
-            jsonpath="{.spec.suspend}",
-            expected="false",
-            observed="true" if why else "false",
-            within=RESUMED_WITHIN,
-        )
+        why = why_not_resumed(view, "own", RESUMED_WITHIN)
         assert not why, (
             f"TrainJob own, admitted, was never resumed with Kueue's override beside its own: {why}"
         )
@@ -364,11 +375,6 @@ def resume_refused(view, probe):
         view.wait("the API server to refuse resuming TrainJobs", refused)
 
 
-def refused_in_kueues_log(view, policy, trainjob):
-    tail = view.cluster.controller_log_tail("kueue", 400)
-    return any(policy in line and trainjob in line for line in tail.splitlines())
-
-
 @pytest.mark.policy("KQ-ADMIT-006")
 def test_a_trainjob_whose_start_was_refused_starts_with_kueues_override_once(
     trainjob_view, trainjob_policy, training_runtime, kueue_queue
@@ -386,7 +392,7 @@ def test_a_trainjob_whose_start_was_refused_starts_with_kueues_override_once(
     view.wait(
         "Kueue to log the refusal of its start of TrainJob retried",
         lambda: (
-            refused_in_kueues_log(view, policy, "retried")
+            kueues_log_names(view, policy, '"retried"')
             or NotYet(f"no line of Kueue's log names {policy} and TrainJob retried")
         ),
     )
@@ -396,25 +402,7 @@ def test_a_trainjob_whose_start_was_refused_starts_with_kueues_override_once(
     )
 
     with trainjob_policy.holds():
-        why = ""
-        with view.unrecorded():
-            try:
-                view.wait(
-                    "TrainJob retried to be resumed",
-                    lambda: not view.get(TRAINJOB, "retried")["spec"].get("suspend"),
-                    timeout=RESUMED_WITHIN * 2,
-                )
-            except WaitTimeout as timeout:
-                why = f"{str(timeout).splitlines()[0]}; {refusal_in_kueues_log(view, 'retried')}"
-        view.record_observation(
-            "whether TrainJob retried is resumed",
-            TRAINJOB,
-            name="retried",
-            jsonpath="{.spec.suspend}",
-            expected="false",
-            observed="true" if why else "false",
-            within=RESUMED_WITHIN * 2,
-        )
+        why = why_not_resumed(view, "retried", RESUMED_WITHIN * 2)
         assert not why, f"TrainJob retried was never started once its start was allowed: {why}"
         # Every version stored since before its creation: a second override that was
         # stored and replaced counts too.

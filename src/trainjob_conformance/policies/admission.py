@@ -151,6 +151,13 @@ def wait_dry_run_answer(
         return view.wait(why, answered)
 
 
+def kueues_log_names(view: TrainJobView, *words: str) -> bool:
+    """Whether a line of Kueue's recent log names every one of `words` (a refusal
+    Kueue met, which it records as no event)."""
+    tail = view.cluster.controller_log_tail("kueue", 400).replace('\\"', '"')
+    return any(all(word in line for word in words) for line in tail.splitlines())
+
+
 def refusal_in_kueues_log(view: TrainJobView, trainjob: str) -> str:
     """The last refusal Kueue logged for a request about the named TrainJob: the
     cluster's words for why Kueue's start of it did not happen, which Kueue records
