@@ -1170,6 +1170,16 @@ def worker_queue(worker, runtime):
     )
 
 
+def multikueue_to(view, worker, runtime):
+    """The worker ready to run `runtime`'s TrainJobs, and the MultiKueue check that
+    sends them there, once Kueue is connected to it and the check is Active."""
+    worker_queue(worker, runtime)
+    check = multikueue_check(view, f"{view.namespace}-worker", worker.cluster.kubeconfig)
+    worker_connected(view, f"{view.namespace}-worker")
+    view.wait_for_condition(ADMISSION_CHECK, check, "Active")
+    return check
+
+
 @pytest.mark.policy("KQ-MK-001")
 def test_multikueue_queue_hands_the_trainjob_to_multikueue(
     trainjob_view, training_runtime, kueue_queue, trainjob_policy
@@ -1205,10 +1215,7 @@ def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
 ):
     view, worker = trainjob_view, multikueue_worker
     runtime = training_runtime()
-    worker_queue(worker, runtime)
-    check = multikueue_check(view, f"{view.namespace}-worker", worker.cluster.kubeconfig)
-    worker_connected(view, f"{view.namespace}-worker")
-    view.wait_for_condition(ADMISSION_CHECK, check, "Active")
+    check = multikueue_to(view, worker, runtime)
     queue = kueue_queue(admission_checks=(check,))
 
     since = resource_version(view, JOBSET)
@@ -1247,10 +1254,7 @@ def test_multikueue_waits_for_the_other_admission_checks_before_dispatching(
 ):
     view, worker = trainjob_view, multikueue_worker
     runtime = training_runtime()
-    worker_queue(worker, runtime)
-    check = multikueue_check(view, f"{view.namespace}-worker", worker.cluster.kubeconfig)
-    worker_connected(view, f"{view.namespace}-worker")
-    view.wait_for_condition(ADMISSION_CHECK, check, "Active")
+    check = multikueue_to(view, worker, runtime)
     other = decided_admission_check(view, f"{view.namespace}-held")
     queue = kueue_queue(admission_checks=(check, other))
 
