@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+import yaml
 
 from trainjob_conformance.cluster.capabilities import Topology, largest_fitting_request
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
@@ -13,6 +14,10 @@ from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.policies.admission import accepted_within
 from trainjob_conformance.policies.runtimes import images_of, stand_in_copy
 from trainjob_conformance.policies.view import TrainJobView
+from trainjob_conformance.stack.gobuild import module_source
+
+# Where a Trainer release keeps the runtimes it ships (its runtimes overlay's).
+SHIPPED_RUNTIMES = "manifests/base/runtimes"
 
 
 @pytest.fixture
@@ -82,6 +87,53 @@ def cpu_room(trainjob_cluster) -> Callable[..., int]:
     return need
 
 
+# Kueue's policies mostly run TrainJobs of 2 Pods at once, of up to 1 CPU each: sized
+# from the CPU the nodes have free, so that two such tests fit side by side (pytest -n 2)
+# on a kind cluster whose nodes have the host's CPUs. The policies are about Kueue's
+# decisions, which do not depend on the size.
+TWO_PODS_CPU = 1000  # millicores
+
+
+@pytest.fixture
+def two_pods(cpu_room) -> Callable[..., dict]:
+    """Resources per node for a TrainJob of 2 Pods that must run at once, on the test's
+    cluster or on `cluster` (a MultiKueue worker's handle)."""
+
+    def size(cluster=None, nodes: frozenset[str] | None = None) -> dict:
+        cpu = cpu_room(2, TWO_PODS_CPU, share=2, cluster=cluster, nodes=nodes)
+        return {"requests": {"cpu": f"{cpu}m", "memory": "256Mi"}}
+
+    return size
+
+
+def _stand_in_seen(view: TrainJobView, cluster, runtime: dict, name: str) -> str:
+    """Create `runtime` as ClusterTrainingRuntime `name`, each container the nodes cannot
+    run given the harness's test image (policies/runtimes.py); `name` once the Trainer
+    has seen it."""
+    view.create(stand_in_copy(runtime, name, HOLD_IMAGE, cluster.can_run_image))
+    # The Trainer's webhook finds a TrainJob's runtime in its manager's cache, which
+    # sees a new runtime a moment after the API server stored it (seen on kind:
+    # "specified clusterTrainingRuntime must be created before the TrainJob"): the
+    # test starts once a dry run of a TrainJob naming it is accepted.
+    probe = view.trainjob_manifest("runtime-probe", runtime=name, suspend=True)
+    accepted_within(
+        lambda: view.kube.create(probe, dry_run=True),
+        RUNTIME_SEEN_SECONDS,
+        f"the Trainer has seen ClusterTrainingRuntime {name}",
+    )
+    return name
+
+
+def _need_runnable(cluster, runtime: dict, what: str) -> None:
+    """Skip when the nodes can run neither the runtime's images nor the test image."""
+    missing = [i for i in images_of(runtime) if not cluster.can_run_image(i)]
+    if missing and not cluster.can_run_image(HOLD_IMAGE):
+        pytest.skip(
+            f"the nodes cannot get {missing} ({what}) nor the harness's test "
+            f"image {HOLD_IMAGE} (images: {cluster.image_supply})"
+        )
+
+
 @pytest.fixture
 def runnable_runtime(trainjob_cluster, trainjob_view: TrainJobView) -> Callable[[str], str]:
     """The name of the ClusterTrainingRuntime `name` where the nodes can run its images;
@@ -90,29 +142,32 @@ def runnable_runtime(trainjob_cluster, trainjob_view: TrainJobView) -> Callable[
 
     def need(name: str) -> str:
         runtime = trainjob_cluster.kube.get(*CLUSTER_TRAINING_RUNTIME, name)
-        missing = [i for i in images_of(runtime) if not trainjob_cluster.can_run_image(i)]
-        if not missing:
+        _need_runnable(trainjob_cluster, runtime, f"runtime {name}")
+        if all(trainjob_cluster.can_run_image(i) for i in images_of(runtime)):
             return name
-        if not trainjob_cluster.can_run_image(HOLD_IMAGE):
-            pytest.skip(
-                f"the nodes cannot get {missing} (runtime {name}) nor the harness's test "
-                f"image {HOLD_IMAGE} (images: {trainjob_cluster.image_supply})"
-            )
         stand_in = f"{trainjob_view.namespace}-{name}"
-        trainjob_view.create(
-            stand_in_copy(runtime, stand_in, HOLD_IMAGE, trainjob_cluster.can_run_image)
-        )
-        # The Trainer's webhook finds a TrainJob's runtime in its manager's cache, which
-        # sees a new runtime a moment after the API server stored it (seen on kind:
-        # "specified clusterTrainingRuntime must be created before the TrainJob"): the
-        # test starts once a dry run of a TrainJob naming it is accepted.
-        probe = trainjob_view.trainjob_manifest("runtime-probe", runtime=stand_in, suspend=True)
-        accepted_within(
-            lambda: trainjob_view.kube.create(probe, dry_run=True),
-            RUNTIME_SEEN_SECONDS,
-            f"the Trainer has seen ClusterTrainingRuntime {stand_in}",
-        )
-        return stand_in
+        return _stand_in_seen(trainjob_view, trainjob_cluster, runtime, stand_in)
+
+    return need
+
+
+@pytest.fixture
+def shipped_runtime(trainjob_cluster, trainjob_view: TrainJobView) -> Callable[[str], str]:
+    """A copy for this test of a runtime the cluster's Trainer release ships (`file`
+    under its manifests/base/runtimes, read from the Go module cache), as the nodes can
+    run it; skips where that release ships no such file."""
+
+    def need(file: str) -> str:
+        version = trainjob_cluster.versions.get("trainer")
+        if not version:
+            pytest.skip("the cluster's Trainer release is not known: its shipped runtimes are not")
+        path = module_source("trainer", version) / SHIPPED_RUNTIMES / file
+        if not path.is_file():
+            pytest.skip(f"Trainer {version} ships no {SHIPPED_RUNTIMES}/{file}")
+        runtime = next(d for d in yaml.safe_load_all(path.read_text()) if d)
+        _need_runnable(trainjob_cluster, runtime, f"{SHIPPED_RUNTIMES}/{file} of Trainer {version}")
+        name = f"{trainjob_view.namespace}-{runtime['metadata']['name']}"
+        return _stand_in_seen(trainjob_view, trainjob_cluster, runtime, name)
 
     return need
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 from trainjob_conformance.cluster.hold import HOLD_ANNOTATION
-from trainjob_conformance.kube.errors import NotFound, watch_error
+from trainjob_conformance.kube.errors import watch_error
 from trainjob_conformance.kube.kinds import POD
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout
+from trainjob_conformance.policies.finalizers import keep_when_deleted, let_go
 from trainjob_conformance.policies.jobsets import wait_jobset_active
 from trainjob_conformance.policies.view import (
     DEFAULT_TIMEOUT,
@@ -145,32 +145,15 @@ def release_held_pods(view: TrainJobView, trainjob: str) -> None:
         patch_pod(view, pod["metadata"]["name"], body)
 
 
-# A finalizer the test owns: a deleted Pod that carries it stays Terminating
-# on any cluster (a kubelet and kwok alike delete it only once it is gone).
-TERMINATION_FINALIZER = "trainjob-conformance.kubeflow.org/keep-terminating"
-# Strategic merge: add or drop one finalizer, leaving the Job controller's own.
-_SMP = "application/strategic-merge-patch+json"
-
-
 def keep_terminating(view: TrainJobView, pods: list[Pod]) -> None:
     """Once deleted, these Pods stay Terminating until `release_terminating`."""
     for pod in pods:
-        name = pod["metadata"]["name"]
-        body = {"metadata": {"finalizers": [TERMINATION_FINALIZER]}}
-        view.kube.patch(*POD, name=name, namespace=view.namespace, body=body, content_type=_SMP)
-        # Undone when the test ends whatever happens: the namespace could not go otherwise.
-        view.cleanup.defer(f"finalizer of Pod {name}", lambda name=name: _release(view, name))
-
-
-def _release(view: TrainJobView, name: str) -> None:
-    body = {"metadata": {"$deleteFromPrimitiveList/finalizers": [TERMINATION_FINALIZER]}}
-    with contextlib.suppress(NotFound):  # already gone: nothing holds it
-        view.kube.patch(*POD, name=name, namespace=view.namespace, body=body, content_type=_SMP)
+        keep_when_deleted(view, POD, pod["metadata"]["name"])
 
 
 def release_terminating(view: TrainJobView, pods: list[Pod]) -> None:
     for pod in pods:
-        _release(view, pod["metadata"]["name"])
+        let_go(view, POD, pod["metadata"]["name"])
 
 
 def wait_terminating(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
