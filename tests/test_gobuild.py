@@ -78,6 +78,46 @@ def test_cached_binaries_are_not_rebuilt(tmp_path, monkeypatch):
     assert gobuild.build_component("etcd", "v3.6.5") == {"etcd": out}
 
 
+def test_two_builds_of_one_release_take_turns_and_the_second_reuses_the_first(
+    tmp_path, monkeypatch
+):
+    import threading
+
+    monkeypatch.setenv("TRAINJOB_CONFORMANCE_CACHE", str(tmp_path))
+    started = threading.Event()
+    finish = threading.Event()
+    builds: list[str] = []
+
+    def build(component_key, version, outputs):
+        builds.append(threading.current_thread().name)
+        started.set()
+        assert finish.wait(10)
+        for path in outputs.values():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("built")
+        return outputs
+
+    monkeypatch.setattr(gobuild, "_build_missing", build)
+    results: dict[str, dict] = {}
+
+    def call(name: str) -> None:
+        results[name] = gobuild.build_component("etcd", "v3.6.5")
+
+    first = threading.Thread(target=call, args=("first",), name="first")
+    first.start()
+    assert started.wait(10)
+    # flock is per open file description: a second thread waits as a process would.
+    second = threading.Thread(target=call, args=("second",), name="second")
+    second.start()
+    second.join(0.5)
+    assert second.is_alive(), "the second build did not wait for the first"
+    finish.set()
+    first.join(10)
+    second.join(10)
+    assert builds == ["first"]
+    assert results["first"] == results["second"]
+
+
 def test_unreachable_proxy_names_the_module(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAINJOB_CONFORMANCE_CACHE", str(tmp_path))
     monkeypatch.setenv("GOPROXY", "http://127.0.0.1:9")

@@ -23,6 +23,7 @@ import psutil
 
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
+from trainjob_conformance.lifecycle.turns import one_at_a_time
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.progress import step
 from trainjob_conformance.stack.components import (
@@ -218,13 +219,30 @@ def _remove_abandoned_partials(target: Path) -> None:
             partial.unlink(missing_ok=True)
 
 
+# How long a build waits for another process's build of the same release (the
+# longest compile here, Kubernetes' on a loaded machine, took about 10 minutes).
+_BUILD_TURN_TIMEOUT = 1800.0
+
+
 def build_component(component_key: str, version: str) -> dict[str, Path]:
-    """Build every binary of one component at one version, unless cached."""
+    """Build every binary of one component at one version, unless cached.
+
+    Two processes that need the same release (a background build and a run that
+    starts beside it, two cells of a table) take turns: they would share a work
+    directory, and the second finds the binaries the first built."""
     component_ = component(component_key)
     outputs = {b: binary_path(component_key, version, b) for b in component_.binaries}
     if all(path.is_file() for path in outputs.values()):
         return outputs
+    lock = cache_root() / "locks" / f"build-{component_key}@{cache_version(component_key, version)}"
+    with one_at_a_time(lock, f"the build of {component_key} {version}", _BUILD_TURN_TIMEOUT):
+        if all(path.is_file() for path in outputs.values()):
+            return outputs
+        return _build_missing(component_key, version, outputs)
 
+
+def _build_missing(component_key: str, version: str, outputs: dict[str, Path]) -> dict[str, Path]:
+    component_ = component(component_key)
     go = go_binary()
     info = download_module(component_.module, version)
     keyed = cache_version(component_key, version)
