@@ -192,7 +192,7 @@ def test_an_audited_control_plane_hands_kwokctl_a_policy_of_writes_only(tmp_path
 
 
 def test_an_upgrades_audit_policy_keeps_the_custom_resources_writes_with_their_objects():
-    from trainjob_conformance.cluster.embedded.control_plane import WINDOW_AUDIT_POLICY
+    from trainjob_conformance.cluster.audit_policies import WINDOW_AUDIT_POLICY
 
     rules = WINDOW_AUDIT_POLICY["rules"]
     # Reads first (a status write is no read), then the watched kinds with bodies, then nothing.

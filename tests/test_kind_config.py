@@ -45,3 +45,35 @@ def test_the_peer_kubeconfig_names_the_control_plane_on_the_kind_network() -> No
         "certificate-authority-data": "Q0E=",
         "server": "https://172.18.0.3:6443",
     }
+
+
+def test_an_audited_api_server_keeps_its_log_in_a_directory_mounted_from_the_host(tmp_path):
+    cfg = config.cluster_config(
+        "kindest/node:v1.36.3", "kindest/node:v1.36.3", "run1", False, False, None,
+        workers=[{"zone": "a"}], mirror_certs=tmp_path / "certs", audit_dir=tmp_path / "audit",
+    )  # fmt: skip
+    control_plane, worker = cfg["nodes"]
+    # The mirror's configuration on every node, the audit directory on the control plane only.
+    assert [m["containerPath"] for m in control_plane["extraMounts"]] == [
+        "/etc/containerd/certs.d",
+        config.AUDIT_DIR_IN_NODE,
+    ]
+    assert [m["containerPath"] for m in worker["extraMounts"]] == ["/etc/containerd/certs.d"]
+    (patch,) = cfg["kubeadmConfigPatchesJSON6902"]
+    assert (patch["group"], patch["version"], patch["kind"]) == (
+        "kubeadm.k8s.io", "v1beta4", "ClusterConfiguration",
+    )  # fmt: skip
+    operations = yaml.safe_load(patch["patch"])
+    # Appended to kind's own flags (runtime-config), never replacing them.
+    added = {op["value"]["name"]: op["value"]["value"] for op in operations[:2]}
+    assert {op["path"] for op in operations[:2]} == {"/apiServer/extraArgs/-"}
+    assert added == {
+        "audit-policy-file": f"{config.AUDIT_DIR_IN_NODE}/audit-policy.yaml",
+        "audit-log-path": f"{config.AUDIT_DIR_IN_NODE}/audit.log",
+    }
+    assert operations[2]["value"][0]["mountPath"] == config.AUDIT_DIR_IN_NODE
+    plain = config.cluster_config(
+        "kindest/node:v1.36.3", "kindest/node:v1.36.3", "run1", False, False, None
+    )
+    assert "kubeadmConfigPatchesJSON6902" not in plain
+    assert "extraMounts" not in plain["nodes"][0]

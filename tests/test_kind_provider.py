@@ -202,6 +202,20 @@ def test_a_kubeconfig_beside_a_kind_record_names_its_run(tmp_path):
     assert kind_run_dir(kubeconfig) == tmp_path
 
 
+def test_a_kind_run_records_what_its_nodes_can_get_for_whoever_judges_it_later(tmp_path):
+    from trainjob_conformance.cluster.handle import IMAGES_MIRRORED
+    from trainjob_conformance.cluster.run_state import read_image_supply, write_image_supply
+
+    assert read_image_supply(tmp_path) is None  # a run that recorded nothing
+    write_image_supply(tmp_path, IMAGES_MIRRORED, ["registry.k8s.io/kueue/kueue:v0.19.2"])
+    assert read_image_supply(tmp_path) == (
+        IMAGES_MIRRORED,
+        ["registry.k8s.io/kueue/kueue:v0.19.2"],
+    )
+    (tmp_path / "image-supply.json").write_text("not json")
+    assert read_image_supply(tmp_path) is None
+
+
 def test_commands_run_at_once_are_taken_as_they_end():
     import subprocess
     import tempfile

@@ -208,8 +208,7 @@ def _prepared(tmp_path: Path, **changes) -> upgrade.PreparedUpgrade:
         "from_version": "v0.11.1",
         "to_version": "v0.12.0",
         "image": "tjc.local/jobset/jobset:v0.12.0",
-        "nodes": 4,
-        "load_seconds": 2.04,
+        "supply": "loaded into 4 nodes (2.0s)",
         "target": upgrade.with_version(profile, "jobset", "v0.12.0"),
         "local": {},
         "old_steps": [],
@@ -251,7 +250,67 @@ def test_preparing_loads_the_new_image_before_building_both_releases_manifests(m
     ]
     assert prepared.local == {"jobset": image, "kueue": "k"}
     assert old_local["jobset"].endswith("v0.11.1")
-    assert (prepared.from_version, prepared.nodes, prepared.load_seconds) == ("v0.11.1", 4, 1.5)
+    assert (prepared.from_version, prepared.supply) == ("v0.11.1", "loaded into 4 nodes (1.5s)")
+
+
+def _deployment_step(path: Path, image: str) -> InstallStep:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "jobset-controller-manager"},
+        "spec": {"template": {"spec": {"containers": [{"name": "manager", "image": image}]}}},
+    }
+    return _manifest(path, [deployment])
+
+
+def test_nodes_that_pull_get_the_releases_own_manifests_and_nothing_is_built(tmp_path, monkeypatch):
+    profile = load_profile("trainer-2.2")
+    monkeypatch.setattr(upgrade.local_build, "build_controller_image", pytest.fail)
+    done: list[str] = []
+
+    def build_steps(p, local, only):
+        version = p.versions["jobset"]
+        done.append(f"manifests {version} {local} {only}")
+        (tmp_path / version).mkdir(exist_ok=True)
+        image = f"registry.k8s.io/jobset/jobset:{version}"
+        return [_deployment_step(tmp_path / version / "jobset.yaml", image)]
+
+    def served(image: str) -> str:
+        done.append(f"served {image}")
+        return "pulled by the nodes through the mirror http://m:5000 (sha256:ab)"
+
+    prepared = upgrade.prepare_pulled(profile, "jobset", "v0.12.0", build_steps, served)
+    assert done == [
+        "manifests v0.12.0 None ['jobset']",
+        "served registry.k8s.io/jobset/jobset:v0.12.0",
+        "manifests v0.11.1 None ['jobset']",
+    ]
+    assert prepared.local is None and prepared.image == "registry.k8s.io/jobset/jobset:v0.12.0"
+    assert prepared.notes(None)[1] == (
+        "image registry.k8s.io/jobset/jobset:v0.12.0 pulled by the nodes through the mirror "
+        "http://m:5000 (sha256:ab)"
+    )
+
+
+def test_a_mirror_that_cannot_serve_the_new_image_is_one_line(tmp_path, monkeypatch):
+    from trainjob_conformance.cluster.kind import mirror
+    from trainjob_conformance.cluster.kind.provider import CERTS_DIR
+
+    cluster = _up_cluster(tmp_path, registry_mirror=mirror.parse_mirror("http://m:5000", None))
+    (tmp_path / CERTS_DIR / "registry.k8s.io").mkdir(parents=True)
+    monkeypatch.setattr(mirror, "served_digest", lambda *args: None)
+    with pytest.raises(ConformanceError) as lacking:
+        cluster._pulled_from("registry.k8s.io/jobset/jobset:v0.12.0")
+    assert "has no registry.k8s.io/jobset/jobset:v0.12.0, which the upgrade pulls" in str(
+        lacking.value
+    )
+    with pytest.raises(ConformanceError) as unrouted:
+        cluster._pulled_from("ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0")
+    assert "send no pull of ghcr.io to the mirror http://m:5000 (only those of registry.k8s.io" in (
+        str(unrouted.value)
+    )
+    monkeypatch.setattr(mirror, "served_digest", lambda *args: "sha256:ab")
+    assert cluster._pulled_from("registry.k8s.io/jobset/jobset:v0.12.0").endswith("(sha256:ab)")
 
 
 def _up_cluster(tmp_path: Path, **options) -> KindStackCluster:
@@ -270,12 +329,10 @@ def test_an_upgrade_is_refused_in_one_line_where_kind_cannot_make_it(tmp_path):
         KindStackCluster(load_profile("trainer-2.2"), tmp_path).upgrade_component(
             "jobset", "v0.12.0"
         )
-    with pytest.raises(ConformanceError, match=r"upstream .* is not supported yet"):
-        _up_cluster(tmp_path, image_source="upstream").upgrade_component("jobset", "v0.12.0")
-    # Asked before the cluster starts (cli/upgrade.py), so the refusal costs no cluster.
-    unstarted = KindStackCluster(load_profile("trainer-2.2"), tmp_path, image_source="upstream")
-    assert "not supported yet; use --image-source local" in (unstarted.upgrade_refused() or "")
-    assert KindStackCluster(load_profile("trainer-2.2"), tmp_path).upgrade_refused() is None
+    # Either image supply upgrades: loaded into the nodes, or pulled by them.
+    for source in ("local", "upstream"):
+        unstarted = KindStackCluster(load_profile("trainer-2.2"), tmp_path, image_source=source)
+        assert unstarted.upgrade_refused() is None
     # trainer-2.2 runs no training-operator; an upgrade does not install one.
     with pytest.raises(ConformanceError, match="training-operator does not run"):
         _up_cluster(tmp_path).upgrade_component("training-operator", "v1.9.3")

@@ -3,10 +3,10 @@ resource the API server stored, and every delete it answered.
 
 A watch of a custom resource ends when the resource's CRD is replaced, and the
 window lists it again (upgrade/window.py); a version stored and replaced in
-between is missed. The embedded cluster of an upgrade keeps an audit log of the
-writes of those resources with the object stored (WINDOW_AUDIT_POLICY of
-cluster/embedded/control_plane.py), so the window's events for them are the
-watch's and the log's together, and a judge reads no gap.
+between is missed. The embedded and kind clusters of an upgrade keep an audit
+log of the writes of those resources with the object stored (WINDOW_AUDIT_POLICY
+of cluster/audit_policies.py), so the window's events for them are the watch's
+and the log's together, and a judge reads no gap.
 """
 
 from __future__ import annotations

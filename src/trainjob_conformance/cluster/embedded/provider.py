@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainjob_conformance.cluster.audit_policies import WINDOW_AUDIT_POLICY
 from trainjob_conformance.cluster.embedded import NODE_LABELS
 from trainjob_conformance.cluster.embedded.control_plane import (
     AUDIT_POLICY,
-    WINDOW_AUDIT_POLICY,
     EmbeddedControlPlane,
 )
 from trainjob_conformance.cluster.embedded.crd_install import (

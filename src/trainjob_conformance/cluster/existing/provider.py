@@ -27,7 +27,12 @@ from trainjob_conformance.cluster.provider import (
     RegistryServer,
     startup_errors,
 )
-from trainjob_conformance.cluster.run_state import embedded_run_dir, kind_run_dir, read_state
+from trainjob_conformance.cluster.run_state import (
+    embedded_run_dir,
+    kind_run_dir,
+    read_image_supply,
+    read_state,
+)
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError, NotFound
@@ -101,12 +106,17 @@ class ExistingCluster:
                 f"{k} {v} ({stack.sources[k]})" for k, v in stack.versions.items()
             )
             kind_run = kind_run_dir(self.kubeconfig)
+            supply = read_image_supply(kind_run) if kind_run is not None else None
             if kind_run is not None:
                 # A cluster of a kept kind run: a MultiKueue worker starts beside it as
                 # beside the kind provider's own (its run directory holds both).
                 handle.run_dir, handle.built_by = kind_run, "kind"
                 detected_from += f"; a kind cluster of the harness's run {kind_run}"
-            if holds_local_images(kube):
+            if supply is not None:
+                # As that run recorded it: through a mirror, only what the mirror serves.
+                handle.image_supply, handle.mirrored_images = supply
+                detected_from += f"; its nodes' images: {supply[0]}"
+            elif holds_local_images(kube):
                 # Nodes loaded by hand (a kind cluster the harness built): what they
                 # hold is all they get, as on the kind provider's own handle.
                 handle.image_supply = IMAGES_PRELOADED

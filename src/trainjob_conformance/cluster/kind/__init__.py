@@ -5,7 +5,13 @@ its code is in provider.py, imported only when a cluster is asked for.
 """
 
 from trainjob_conformance.cluster.kind.versions import NODE_TOOLS
-from trainjob_conformance.cluster.provider import PATH, TEXT, ProviderKind, ProviderOption
+from trainjob_conformance.cluster.provider import (
+    PATH,
+    TEXT,
+    WINDOW_AUDIT_OPTION,
+    ProviderKind,
+    ProviderOption,
+)
 
 IMAGE_SOURCE = "image-source"
 IMAGE_SOURCES = ("local", "upstream")
@@ -47,10 +53,16 @@ PROVIDER = ProviderKind(
             help="--registry-mirror (or --worker-registry-mirror) over TLS with a certificate "
             "of a private CA: that CA's PEM file, for the harness and the nodes' containerd",
         ),
+        ProviderOption(
+            WINDOW_AUDIT_OPTION,
+            kind=TEXT,
+            help="the API server keeps an audit log of the custom resources' writes",
+            on_command_line=False,
+        ),
     ),
     peer="kind",
     pushes_images=True,
     host_binaries={"kind": NODE_TOOLS["kind"]},
-    # In-place upgrades of one component (cluster/kind/upgrade.py), local images only.
+    # In-place upgrades of one component (cluster/kind/upgrade.py), either image supply.
     upgrades=True,
 )

@@ -42,6 +42,7 @@ def cluster_config(
     etcd_tag: str | None,
     workers: list[dict[str, str]] | None = None,
     mirror_certs: Path | None = None,
+    audit_dir: Path | None = None,
 ) -> dict[str, Any]:
     """kind's Cluster object: one control-plane node of `node_image`, and a worker of
     `worker_image` per entry of `workers` (its node labels).
@@ -52,7 +53,10 @@ def cluster_config(
       restrict_oom_score_adj only for rootless nodes);
     - kubeadm is pointed at the etcd the node image holds (the profile's);
     - with `mirror_certs` (a certs.d directory, cluster/kind/mirror.py), every
-      node's containerd reads its registry hosts from there, mounted read-only.
+      node's containerd reads its registry hosts from there, mounted read-only;
+    - with `audit_dir` (holding AUDIT_POLICY_FILE), the API server keeps an audit
+      log by that policy in the same directory, mounted into the control plane,
+      where the harness reads it while the cluster runs (AUDIT_LOG_FILE).
     Workers join with INSTALLING_TAINT. The node carries the run's id as a Kubernetes label (kind cannot label the
     container itself; the container is identified by kind's cluster label and
     the cluster's name, which holds the run id).
@@ -80,6 +84,11 @@ def cluster_config(
         mounts["extraMounts"] = [
             {"hostPath": str(mirror_certs), "containerPath": CERTS_DIR_IN_NODE, "readOnly": True}
         ]
+    control_plane_mounts = list(mounts.get("extraMounts") or [])
+    if audit_dir is not None:
+        control_plane_mounts.append(
+            {"hostPath": str(audit_dir), "containerPath": AUDIT_DIR_IN_NODE}
+        )
     config: dict[str, Any] = {
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
@@ -89,7 +98,7 @@ def cluster_config(
                 "role": "control-plane",
                 "image": node_image,
                 "labels": {HARNESS_LABEL: run_id},
-                **mounts,
+                **({"extraMounts": control_plane_mounts} if control_plane_mounts else {}),
             },
             *(
                 {
@@ -105,6 +114,8 @@ def cluster_config(
     }
     if patches:
         config["kubeadmConfigPatches"] = patches
+    if audit_dir is not None:
+        config["kubeadmConfigPatchesJSON6902"] = [_audited_api_server()]
     containerd: list[str] = []
     if restrict_oom_score_adj:
         containerd.append(
@@ -130,3 +141,37 @@ def kubeconfig_at(text: str, address: str, port: int = 6443) -> str:
     for cluster in config.get("clusters") or []:
         cluster["cluster"]["server"] = f"https://{address}:{port}"
     return yaml.safe_dump(config, sort_keys=False)
+
+
+# The API server's audit policy and log, in one directory of the host mounted into
+# the control-plane node, and from there into the API server's static Pod.
+AUDIT_DIR_IN_NODE = "/var/log/kubernetes/trainjob-conformance"
+AUDIT_POLICY_FILE = "audit-policy.yaml"
+AUDIT_LOG_FILE = "audit.log"
+
+
+def _audited_api_server() -> dict[str, Any]:
+    """kubeadm's ClusterConfiguration (v1beta4, which kind writes for Kubernetes 1.36)
+    with the audit flags and the directory's volume added to the API server. A JSON
+    patch: kind's merge patches would replace kind's own extraArgs list."""
+    flags = {
+        "audit-policy-file": f"{AUDIT_DIR_IN_NODE}/{AUDIT_POLICY_FILE}",
+        "audit-log-path": f"{AUDIT_DIR_IN_NODE}/{AUDIT_LOG_FILE}",
+    }
+    operations: list[dict[str, Any]] = [
+        {"op": "add", "path": "/apiServer/extraArgs/-", "value": {"name": k, "value": v}}
+        for k, v in flags.items()
+    ]
+    volume = {
+        "name": "trainjob-conformance-audit",
+        "hostPath": AUDIT_DIR_IN_NODE,
+        "mountPath": AUDIT_DIR_IN_NODE,
+        "pathType": "DirectoryOrCreate",
+    }
+    operations.append({"op": "add", "path": "/apiServer/extraVolumes", "value": [volume]})
+    return {
+        "group": "kubeadm.k8s.io",
+        "version": "v1beta4",
+        "kind": "ClusterConfiguration",
+        "patch": yaml.safe_dump(operations, sort_keys=False),
+    }

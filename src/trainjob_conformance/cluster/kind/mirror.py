@@ -28,11 +28,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainjob_conformance.cluster.kind.reclaim import KIND_NETWORK
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.registry.address import RegistryAddress, parse_registry_url
 from trainjob_conformance.stack.registry.mirror_names import ImageName, upstream_server
+
+if TYPE_CHECKING:
+    from trainjob_conformance.stack.registry.client import RegistryClient
 
 CERTS_DIR_IN_NODE = "/etc/containerd/certs.d"
 CA_FILE_NAME = "mirror-ca.crt"
@@ -192,14 +196,13 @@ def mirror_digests(mirror: NodeMirror, images: list[str], profile: str) -> dict[
     found: dict[str, str] = {}
     for image in images:
         name = ImageName.parse(image)
-        in_mirror = name.in_mirror(mirror.address)
-        with translated(mirror.address, profile, in_mirror):
-            digest = client.image_digest(client.container(f"{name.host}/{name.path}", name.tag))
+        digest = served_digest(client, mirror, image, profile)
         if digest is None:
             raise ConformanceError(
-                f"the mirror {mirror.url} has no {name.upstream} (looked for {in_mirror}): "
-                f"push the profile's images with `trainjob-conformance images push --registry "
-                f"{mirror.url} --profile {profile} --cluster kind`, or mirror it from its registry"
+                f"the mirror {mirror.url} has no {name.upstream} (looked for "
+                f"{name.in_mirror(mirror.address)}): push the profile's images with "
+                f"`trainjob-conformance images push --registry {mirror.url} --profile {profile} "
+                "--cluster kind`, or mirror it from its registry"
             )
         if pushed.get(image) and pushed[image] != digest:
             raise ConformanceError(
@@ -209,3 +212,24 @@ def mirror_digests(mirror: NodeMirror, images: list[str], profile: str) -> dict[
             )
         found[image] = digest
     return found
+
+
+def served_digest(
+    client: RegistryClient, mirror: NodeMirror, image: str, profile: str
+) -> str | None:
+    """The digest the mirror serves for `image` (its upstream name); None where it has
+    none. A mirror that does not answer is one line (`profile`: for its advice)."""
+    from trainjob_conformance.stack.registry.errors import translated
+
+    name = ImageName.parse(image)
+    with translated(mirror.address, profile, name.in_mirror(mirror.address)):
+        return client.image_digest(client.container(f"{name.host}/{name.path}", name.tag))
+
+
+def certified_hosts(directory: Path) -> set[str]:
+    """The upstream registries the nodes' containerd sends to the mirror (write_certs_dir)."""
+    return (
+        {entry.name for entry in directory.iterdir() if entry.is_dir()}
+        if directory.is_dir()
+        else set()
+    )

@@ -29,6 +29,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import yaml
+
+from trainjob_conformance.cluster.audit_policies import WINDOW_AUDIT_POLICY
 from trainjob_conformance.cluster.handle import (
     IMAGES_MIRRORED,
     IMAGES_PRELOADED,
@@ -84,12 +87,14 @@ from trainjob_conformance.cluster.kind.manifests import (
 from trainjob_conformance.cluster.kind.mirror import NodeMirror
 from trainjob_conformance.cluster.kind.versions import NODE_TOOLS
 from trainjob_conformance.cluster.provider import (
+    WINDOW_AUDIT_OPTION,
     ClusterRequest,
     ComponentUpgrade,
     PushedImage,
     RegistryServer,
     startup_errors,
 )
+from trainjob_conformance.cluster.run_state import write_image_supply
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
@@ -107,6 +112,8 @@ from trainjob_conformance.stack.registry.mirror_names import ImageName
 
 # What a run's cluster was made of, for the MultiKueue worker that goes beside it.
 IMAGE_SOURCE_FILE = "kind-image-source.json"
+# The nodes' containerd configuration for a mirror, mounted into them (mirror.py).
+CERTS_DIR = "containerd-certs.d"
 # Workers beside the control plane: enough for a label that splits the nodes and
 # a topology zone of two nodes (cluster/kind/nodes.py); each is a container on
 # the host's CPUs, so no more.
@@ -166,6 +173,7 @@ class KindStackCluster:
         on_created: Callable[[], None] | None = None,
         registry_mirror: NodeMirror | None = None,
         worker_mirror: NodeMirror | None = None,
+        window_audit: bool = False,
     ) -> None:
         if image_source not in IMAGE_SOURCES:
             raise ConformanceError(
@@ -180,6 +188,9 @@ class KindStackCluster:
         self.install_steps = install_steps
         self.profile = profile
         self.run_dir = run_dir
+        # An upgrade's: the API server keeps an audit log of the custom resources'
+        # writes in a directory of the run, read while the cluster runs.
+        self.window_audit = window_audit
         self.image_source = image_source
         self.name = name or cluster_name(run_dir)
         self.workers = workers
@@ -379,6 +390,7 @@ class KindStackCluster:
                 etcd_tag=etcd_tag,
                 workers=kind_nodes.worker_labels(self.workers),
                 mirror_certs=certs,
+                audit_dir=self._audit_dir(),
             ),
         )
         self.record = reclaim.new_record(
@@ -527,7 +539,7 @@ class KindStackCluster:
         self.served = set(served)
         node = ImageName.parse(upstream).in_mirror(self.mirror.address)
         digest = store.pulled(node, f"the node image, from the mirror {self.mirror.url}")
-        certs = mirror.write_certs_dir(self.run_dir / "containerd-certs.d", wanted, self.mirror)
+        certs = mirror.write_certs_dir(self.run_dir / CERTS_DIR, wanted, self.mirror)
         self.images = {
             "source": f"upstream, through the mirror {self.mirror.url}",
             "node": f"{upstream} as {node}",
@@ -732,6 +744,7 @@ class KindStackCluster:
         self.watch = self._start_watch(handle)
         handle.health_file = self.watch.path
         self.handle = handle
+        write_image_supply(self.run_dir, handle.image_supply, handle.mirrored_images)
         return handle
 
     def _admission_probes(self) -> list[AdmissionProbe]:
@@ -754,17 +767,30 @@ class KindStackCluster:
             self.watch = None
 
     def upgrade_refused(self) -> str | None:
-        if self.image_source != "local":
-            return (
-                "an in-place upgrade of a kind cluster with --image-source upstream (or "
-                "--registry-mirror) is not supported yet; use --image-source local"
-            )
         return None
 
+    def _audit_dir(self) -> Path | None:
+        """The directory the API server's audit policy and log share, mounted into the
+        control plane (kind_config.cluster_config); None where no log is kept."""
+        if not self.window_audit:
+            return None
+        directory = self.run_dir / "audit"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / kind_config.AUDIT_POLICY_FILE).write_text(yaml.safe_dump(WINDOW_AUDIT_POLICY))
+        return directory
+
     def window_audit_log(self) -> Path | None:
-        # kind's API server runs in a node container with kubeadm's flags: no audit
-        # log the harness could read while it runs (the window's watch alone).
-        return None
+        if not self.window_audit or self.handle is None:
+            return None
+        log = self.run_dir / "audit" / kind_config.AUDIT_LOG_FILE
+        # Written by the API server as root: a harness that is not cannot read it,
+        # and the window is then its watch alone.
+        if not os.access(log, os.R_OK):
+            say(
+                f"the API server's audit log {log} cannot be read here: the window is its watch alone"
+            )
+            return None
+        return log
 
     def upgrade_component(self, component: str, version: str) -> ComponentUpgrade:
         """Move one running controller to another release in place: its image into every
@@ -777,12 +803,19 @@ class KindStackCluster:
         peer_beside) runs the profile the run started on: it is not upgraded.
         """
         kubectl, handle = self._upgradable(component, version)
+
+        def steps(profile: Profile, local: dict[str, str] | None, only: list[str]):
+            return self.install_steps(profile, kubectl, local, only)
+
         with step(f"{component} {self.profile.version(component)} -> {version}: preparing"):
-            prepared = kind_upgrade.prepare(
-                self.profile, self.local, component, version,
-                lambda profile, local, only: self.install_steps(profile, kubectl, local, only),
-                self._load_image,
-            )  # fmt: skip
+            if self.image_source == "local":
+                prepared = kind_upgrade.prepare(
+                    self.profile, self.local, component, version, steps, self._load_image
+                )
+            else:
+                prepared = kind_upgrade.prepare_pulled(
+                    self.profile, component, version, steps, self._pulled_from
+                )
         seconds = self._run_upgrade(kubectl, prepared, handle)
         done = ComponentUpgrade(
             component,
@@ -791,9 +824,18 @@ class KindStackCluster:
             *seconds,
             notes=prepared.notes(self._pod_node(component, prepared.image)),
         )
-        self.profile, self.local = prepared.target, prepared.local
-        self.images[prepared.image] = store.image_id(prepared.image)
-        handle.images[prepared.image] = self.images[prepared.image]
+        self.profile = prepared.target
+        if prepared.local is not None:
+            self.local = prepared.local
+            self.images[prepared.image] = store.image_id(prepared.image)
+            handle.images[prepared.image] = self.images[prepared.image]
+        else:
+            handle.images[prepared.image] = self.images[prepared.image] = prepared.supply
+            if self.mirror is not None:
+                # Checked before the step (_pulled_from): the mirror serves it.
+                self.served.add(prepared.image)
+                handle.mirrored_images = sorted(self.served)
+                write_image_supply(self.run_dir, handle.image_supply, handle.mirrored_images)
         handle.versions[component] = version
         self.watch = self._start_watch(handle)
         return done
@@ -806,6 +848,32 @@ class KindStackCluster:
             raise ConformanceError(refused)
         kind_upgrade.check_request(component, version, self.controllers)
         return self.kubectl, self.handle
+
+    def _pulled_from(self, image: str) -> str:
+        """Where the nodes pull the new release's `image` from, in a few words; through
+        a mirror, checked first: one line where the mirror lacks it, or where the nodes'
+        containerd does not send its registry there (set when the cluster started)."""
+        if self.mirror is None:
+            return f"pulled by the nodes from {ImageName.parse(image).host}"
+        host = ImageName.parse(image).host
+        mirrored = mirror.certified_hosts(self.run_dir / CERTS_DIR)
+        if host not in mirrored:
+            raise ConformanceError(
+                f"the nodes send no pull of {host} to the mirror {self.mirror.url} (only "
+                f"those of {', '.join(sorted(mirrored))}, set when the cluster started): "
+                f"{image} would come from {host} itself"
+            )
+        from trainjob_conformance.stack.registry.client import RegistryClient
+
+        client = RegistryClient(self.mirror.address, self.mirror.ca_file)
+        digest = mirror.served_digest(client, self.mirror, image, self.profile.name)
+        if digest is None:
+            raise ConformanceError(
+                f"the mirror {self.mirror.url} has no {image}, which the upgrade pulls: push "
+                "the images of the profile you upgrade to (`trainjob-conformance images push "
+                f"--registry {self.mirror.url} --profile PROFILE --cluster kind`) first"
+            )
+        return f"pulled by the nodes through the mirror {self.mirror.url} ({digest})"
 
     def _load_image(self, image: str) -> tuple[int, float]:
         """The image into every node of this cluster: how many, in how many seconds."""
@@ -974,6 +1042,7 @@ def from_request(request: ClusterRequest) -> KindStackCluster:
         request.option(IMAGE_SOURCE, "local") or "local",
         registry_mirror=mirror.parse_mirror(given, ca) if given else None,
         worker_mirror=mirror.parse_mirror(for_worker, ca) if for_worker else None,
+        window_audit=bool(request.option(WINDOW_AUDIT_OPTION)),
     )
 
 

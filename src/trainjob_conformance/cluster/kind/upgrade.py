@@ -12,7 +12,10 @@ changes: the nodes got the old one baked into their image at start, and the
 new Pod may be scheduled on any of them.
 
 The provider (cluster/kind/provider.py) runs the phases; `prepare` builds the
-image (Docker) and `load_image` needs the nodes, the rest is plain logic.
+image (Docker) and `load_image` needs the nodes, the rest is plain logic. Where
+the nodes pull the releases' images (`--image-source upstream`, or a registry
+mirror), `prepare_pulled` builds nothing: the new manifests name the release's
+own image, which the rolling update's Pod pulls.
 """
 
 from __future__ import annotations
@@ -35,7 +38,12 @@ from trainjob_conformance.cluster.kind.install_plan import (
     Phase,
     install_plan,
 )
-from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies, stack_applies
+from trainjob_conformance.cluster.kind.manifests import (
+    InstallStep,
+    StackApplies,
+    release_images,
+    stack_applies,
+)
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import Profile
 
@@ -179,10 +187,12 @@ class PreparedUpgrade:
     from_version: str
     to_version: str
     image: str
-    nodes: int  # how many nodes the image was loaded into
-    load_seconds: float
+    # How the nodes get the image, in a few words: loaded into each node, or pulled.
+    supply: str
     target: Profile  # the cluster's profile with the component at its new release
-    local: dict[str, str]  # component -> local image, as the manifests name them
+    # Component -> local image, as the manifests name them; None where the manifests
+    # keep the releases' own image names (the nodes pull them).
+    local: dict[str, str] | None
     old_steps: list[InstallStep]
     new_steps: list[InstallStep]
 
@@ -204,13 +214,13 @@ class PreparedUpgrade:
         where = f", its new Pod on {node}" if node else ""
         return (
             f"rolling update of deployment/{CONTROLLERS[self.component][1]}{where}",
-            f"image {self.image} loaded into {self.nodes} nodes ({self.load_seconds:.1f}s)",
+            f"image {self.image} {self.supply}",
         )
 
 
-# One component's manifests of a profile's release, pointed at these local images
-# (the provider's install_steps, with its kubectl).
-StepsBuilder = Callable[[Profile, dict[str, str], list[str]], list[InstallStep]]
+# One component's manifests of a profile's release, pointed at these local images, or
+# naming the releases' own where None (the provider's install_steps, with its kubectl).
+StepsBuilder = Callable[[Profile, dict[str, str] | None, list[str]], list[InstallStep]]
 
 
 def prepare(
@@ -232,10 +242,38 @@ def prepare(
         from_version=profile.version(component),
         to_version=version,
         image=image,
-        nodes=nodes,
-        load_seconds=seconds,
+        supply=f"loaded into {nodes} nodes ({seconds:.1f}s)",
         target=target,
         local=moved,
         old_steps=build_steps(profile, local, [component]),
         new_steps=build_steps(target, moved, [component]),
+    )
+
+
+def prepare_pulled(
+    profile: Profile,
+    component: str,
+    version: str,
+    build_steps: StepsBuilder,
+    served: Callable[[str], str],
+) -> PreparedUpgrade:
+    """The new release's manifests as upstream writes them, for nodes that pull its
+    image (from its registry, or a mirror of it): nothing is built or loaded.
+    `served(image)` says where the nodes get it, or refuses in one line where they
+    cannot (a mirror without it)."""
+    target = with_version(profile, component, version)
+    new_steps = build_steps(target, None, [component])
+    image = release_images(new_steps).get(component)
+    if image is None:
+        raise ConformanceError(f"the manifests of {component} {version} name no manager image")
+    return PreparedUpgrade(
+        component=component,
+        from_version=profile.version(component),
+        to_version=version,
+        image=image,
+        supply=served(image),
+        target=target,
+        local=None,
+        old_steps=build_steps(profile, None, [component]),
+        new_steps=new_steps,
     )
