@@ -294,10 +294,9 @@ def test_nodes_that_pull_get_the_releases_own_manifests_and_nothing_is_built(tmp
 
 def test_a_mirror_that_cannot_serve_the_new_image_is_one_line(tmp_path, monkeypatch):
     from trainjob_conformance.cluster.kind import mirror
-    from trainjob_conformance.cluster.kind.provider import CERTS_DIR
 
     cluster = _up_cluster(tmp_path, registry_mirror=mirror.parse_mirror("http://m:5000", None))
-    (tmp_path / CERTS_DIR / "registry.k8s.io").mkdir(parents=True)
+    cluster.served = {"registry.k8s.io/jobset/jobset:v0.11.1"}  # what it started with
     monkeypatch.setattr(mirror, "served_digest", lambda *args: None)
     with pytest.raises(ConformanceError) as lacking:
         cluster._pulled_from("registry.k8s.io/jobset/jobset:v0.12.0")

@@ -224,12 +224,3 @@ def served_digest(
     name = ImageName.parse(image)
     with translated(mirror.address, profile, name.in_mirror(mirror.address)):
         return client.image_digest(client.container(f"{name.host}/{name.path}", name.tag))
-
-
-def certified_hosts(directory: Path) -> set[str]:
-    """The upstream registries the nodes' containerd sends to the mirror (write_certs_dir)."""
-    return (
-        {entry.name for entry in directory.iterdir() if entry.is_dir()}
-        if directory.is_dir()
-        else set()
-    )
