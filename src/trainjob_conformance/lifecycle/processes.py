@@ -74,6 +74,7 @@ class HostProcess:
         self._env = env
         self._cwd = cwd
         self._popen: subprocess.Popen[bytes] | None = None
+        self._identity: ProcessIdentity | None = None
 
     def start(self) -> HostProcess:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +99,7 @@ class HostProcess:
         finally:
             sink.close()
         register_cleanup(self.stop)
+        self._identity = ProcessIdentity.of(self._popen.pid, self.name)
         if self.owner is not None:
             self.owner.record(self._popen.pid, self.name)
         return self
@@ -117,6 +119,10 @@ class HostProcess:
         if code < 0:
             return f"killed by {signal.Signals(-code).name}"
         return f"exited with code {code}"
+
+    def is_stopped(self) -> bool:
+        """Alive but frozen by SIGSTOP: it answers no webhook and reconciles nothing."""
+        return self._identity is not None and self._identity.is_stopped()
 
     def wait(self) -> int:
         """Until it exits (a signal to this process interrupts the wait)."""

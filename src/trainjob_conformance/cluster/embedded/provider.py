@@ -558,6 +558,8 @@ class EmbeddedStackCluster:
 def _process_probe(controller: HostController) -> Probe:
     def probe() -> Breakage | None:
         ended = controller.process.exit_description()
+        if ended is None and controller.process.is_stopped():
+            ended = "is stopped (SIGSTOP)"  # its webhook's silence would take HUNG_AFTER to tell
         if ended is None:
             return None
         return Breakage(f"{controller.component} manager", ended, controller.process.log_tail(15))
