@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from trainjob_conformance.cluster.kind.manifests import kind_install_steps
+from trainjob_conformance.cluster.releases.manifests import release_install_steps
 from trainjob_conformance.kube.errors import ApiError, NotFound
 from trainjob_conformance.stack.gobuild import binary_path
 from trainjob_conformance.stack.profiles import load_profile, profile_names
@@ -73,7 +73,7 @@ def test_kind_install_manifests_pass_a_server_side_dry_run(trainjob_cluster, pro
     kube = trainjob_cluster.kube
 
     refused, judged, left_out = [], Counter(), Counter()
-    for step in kind_install_steps(profile, kubectl):
+    for step in release_install_steps(profile, kubectl):
         for document in step.documents():
             group = document["apiVersion"].split("/")[0]
             if group in STACK_GROUPS and not same_stack:

@@ -10,12 +10,12 @@ import psutil
 import pytest
 import yaml
 
-from trainjob_conformance.cluster.kind import install_plan as plans
-from trainjob_conformance.cluster.kind import manifests
 from trainjob_conformance.cluster.kind import mirror as kind_mirror
 from trainjob_conformance.cluster.kind import provider as kind
-from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies, stack_applies
 from trainjob_conformance.cluster.kueue import KUEUE_FRAMEWORKS, KUEUE_MANAGED_NAMESPACES
+from trainjob_conformance.cluster.releases import install_plan as plans
+from trainjob_conformance.cluster.releases import manifests
+from trainjob_conformance.cluster.releases.manifests import InstallStep, StackApplies, stack_applies
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import load_profile
 
@@ -220,7 +220,7 @@ def test_commands_run_at_once_are_taken_as_they_end():
     import subprocess
     import tempfile
 
-    from trainjob_conformance.cluster.kind.provider import _as_they_end
+    from trainjob_conformance.cluster.releases.applier import _as_they_end
 
     with tempfile.TemporaryFile() as out:
         running = [

@@ -11,11 +11,13 @@ import pytest
 import yaml
 
 from trainjob_conformance.cluster.handle import ClusterHandle
-from trainjob_conformance.cluster.kind import install_plan as plans
-from trainjob_conformance.cluster.kind import upgrade
-from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies
+from trainjob_conformance.cluster.kind import upgrade as kind_upgrade
 from trainjob_conformance.cluster.kind.provider import KindStackCluster
 from trainjob_conformance.cluster.registry import provider_kind
+from trainjob_conformance.cluster.releases import in_place, upgrade
+from trainjob_conformance.cluster.releases import install_plan as plans
+from trainjob_conformance.cluster.releases.applier import ManifestApplier
+from trainjob_conformance.cluster.releases.manifests import InstallStep, StackApplies
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import load_profile
 
@@ -177,7 +179,7 @@ def test_webhook_configurations_the_new_release_dropped_are_found(tmp_path):
 
 
 def test_an_image_goes_into_each_nodes_containerd_through_stdin_and_pinned():
-    command = upgrade.import_command("tjc-x-worker")
+    command = kind_upgrade.import_command("tjc-x-worker")
     assert command[:4] == ["docker", "exec", "-i", "tjc-x-worker"]
     assert "--namespace=k8s.io" in command and command[-1] == "-"
     assert "--label=io.cri-containerd.pinned=pinned" in command
@@ -231,7 +233,7 @@ def test_preparing_loads_the_new_image_before_building_both_releases_manifests(m
     profile = load_profile("trainer-2.2")
     done: list[str] = []
     image = "tjc.local/jobset/jobset:v0.12.0"
-    monkeypatch.setattr(upgrade.local_build, "build_controller_image", lambda c, v: image)
+    monkeypatch.setattr(kind_upgrade.local_build, "build_controller_image", lambda c, v: image)
 
     def load(name: str) -> tuple[int, float]:
         done.append(f"load {name}")
@@ -242,7 +244,7 @@ def test_preparing_loads_the_new_image_before_building_both_releases_manifests(m
         return [InstallStep("jobset", "jobset", Path(f"/m/{p.versions['jobset']}.yaml"))]
 
     old_local = {"jobset": "tjc.local/jobset/jobset:v0.11.1", "kueue": "k"}
-    prepared = upgrade.prepare(profile, old_local, "jobset", "v0.12.0", build_steps, load)
+    prepared = kind_upgrade.prepare(profile, old_local, "jobset", "v0.12.0", build_steps, load)
     assert done == [
         f"load {image}",
         "manifests v0.11.1 tjc.local/jobset/jobset:v0.11.1 ['jobset']",
@@ -265,7 +267,7 @@ def _deployment_step(path: Path, image: str) -> InstallStep:
 
 def test_nodes_that_pull_get_the_releases_own_manifests_and_nothing_is_built(tmp_path, monkeypatch):
     profile = load_profile("trainer-2.2")
-    monkeypatch.setattr(upgrade.local_build, "build_controller_image", pytest.fail)
+    monkeypatch.setattr(kind_upgrade.local_build, "build_controller_image", pytest.fail)
     done: list[str] = []
 
     def build_steps(p, local, only):
@@ -360,15 +362,20 @@ def test_a_step_stops_the_watch_for_the_rollout_and_reports_the_new_release(tmp_
         old_steps=[_manifest(tmp_path / "old" / "jobset.yaml", [validating, dropped])],
         new_steps=[_manifest(tmp_path / "new" / "jobset.yaml", [validating])],
     )
-    monkeypatch.setattr(upgrade, "prepare", lambda *args: prepared)
+    monkeypatch.setattr(kind_upgrade, "prepare", lambda *args: prepared)
     phases = upgrade.upgrade_phases
     monkeypatch.setattr(upgrade, "upgrade_phases", lambda steps: phases(steps, _regrouped))
     monkeypatch.setattr(
-        cluster, "_run_phase", lambda kubectl, phase: log.append(f"phase {phase.label}")
+        ManifestApplier, "run_phase", lambda self, phase: log.append(f"phase {phase.label}")
     )
-    monkeypatch.setattr(cluster, "_kubectl", lambda kubectl, *args: log.append(" ".join(args)))
-    monkeypatch.setattr(cluster, "_wait_admission", lambda c, h: log.append(f"admission {c}"))
-    monkeypatch.setattr(cluster, "_pod_node", lambda c, image: "tjc-x-worker2")
+    monkeypatch.setattr(ManifestApplier, "run", lambda self, *args: log.append(" ".join(args)))
+    monkeypatch.setattr(
+        in_place,
+        "wait_admission",
+        lambda kube, probes, pods, c, run_dir: log.append(f"admission {c}"),
+    )
+    monkeypatch.setattr(in_place, "pod_node", lambda kube, c, image: "tjc-x-worker2")
+    monkeypatch.setattr(cluster, "_kube", lambda: None)
     monkeypatch.setattr(cluster, "_start_watch", lambda handle: log.append("watch started"))
     monkeypatch.setattr("trainjob_conformance.cluster.kind.images.store.image_id", lambda i: "sha")
 
@@ -398,7 +405,7 @@ def test_kind_offers_upgrades():
 
 
 def test_an_apply_no_webhook_could_answer_is_told_from_a_refusal():
-    from trainjob_conformance.cluster.kind.install_plan import webhook_unreachable
+    from trainjob_conformance.cluster.releases.install_plan import webhook_unreachable
 
     refused = (
         "Error from server (InternalError): Internal error occurred: failed calling webhook "
@@ -424,28 +431,30 @@ def test_an_apply_no_webhook_could_answer_is_told_from_a_refusal():
 def test_a_phase_refused_by_an_unrouted_webhook_is_applied_again_until_it_answers(
     tmp_path, monkeypatch
 ):
-    from trainjob_conformance.cluster.kind.install_plan import Command, Phase
+    from trainjob_conformance.cluster.releases.install_plan import Command, Phase
 
-    cluster = _up_cluster(tmp_path)
+    applier = ManifestApplier(
+        Path("kubectl"), tmp_path / "kubeconfig", lambda: None, tmp_path / "seen"
+    )
     unreachable = 'failed calling webhook "v.trainer": dial tcp 10.96.0.9:443: connection refused'
     answers = [ConformanceError(unreachable), ConformanceError(unreachable), None]
     calls: list[int] = []
 
-    def apply(kubectl, commands):
+    def apply(commands):
         calls.append(len(commands))
         error = answers.pop(0)
         if error is not None:
             raise error
 
-    monkeypatch.setattr(cluster, "_kubectl_at_once", apply)
+    monkeypatch.setattr(applier, "at_once", apply)
     phase = Phase((Command(("apply", "-f", "runtimes.yaml"), "apply trainer-runtimes"),))
-    cluster._run_phase(Path("kubectl"), phase)
+    applier.run_phase(phase)
     assert calls == [1, 1, 1]
 
     # Anything else stops the install at once, in its own words.
     monkeypatch.setattr(
-        cluster, "_kubectl_at_once",
-        lambda kubectl, commands: (_ for _ in ()).throw(ConformanceError("kubectl apply: bad yaml")),
+        applier, "at_once",
+        lambda commands: (_ for _ in ()).throw(ConformanceError("kubectl apply: bad yaml")),
     )  # fmt: skip
     with pytest.raises(ConformanceError, match="bad yaml"):
-        cluster._run_phase(Path("kubectl"), phase)
+        applier.run_phase(phase)

@@ -85,9 +85,9 @@ def _profiles(args: argparse.Namespace) -> tuple[str, str]:
             profile = load_profile(name)
         except ConformanceError as error:
             raise ConformanceError(f"{option}: {error}") from None
-        names.append(
-            composed(argparse.Namespace(with_=with_, cluster=args.cluster), profile, option)
-        )
+        # Not the cluster's: on `existing` too, --with composes the releases the
+        # upgrade applies, not what is installed.
+        names.append(composed(argparse.Namespace(with_=with_), profile, option))
     return names[0], names[1]
 
 

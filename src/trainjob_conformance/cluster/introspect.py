@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainjob_conformance.errors import ConformanceError
@@ -56,6 +56,8 @@ class DetectedStack:
     versions: dict[str, str]
     sources: dict[str, str]  # component -> how its version was found
     controller_pods: dict[str, tuple[str, str]]  # component -> (namespace, label selector)
+    # component -> (namespace, name) of the Deployment its version was read from
+    deployments: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def missing_components(kube: Kube) -> list[str]:
@@ -87,6 +89,7 @@ def detect_stack(kube: Kube) -> DetectedStack:
     versions: dict[str, str] = {}
     sources: dict[str, str] = {}
     pods: dict[str, tuple[str, str]] = {}
+    deployments: dict[str, tuple[str, str]] = {}
     not_ready: list[str] = []
     info = kube.version.get_code()
     versions["kubernetes"] = info.git_version.split("+")[0]
@@ -104,6 +107,7 @@ def detect_stack(kube: Kube) -> DetectedStack:
                     continue
                 versions[component] = tag if tag.startswith("v") else f"v{tag}"
                 sources[component] = f"image of {where}"
+                deployments[component] = (deployment.metadata.namespace, deployment.metadata.name)
                 labels = deployment.spec.selector.match_labels or {}
                 pods[component] = (
                     deployment.metadata.namespace,
@@ -120,7 +124,7 @@ def detect_stack(kube: Kube) -> DetectedStack:
             f"cannot tell the stack's versions: {'; '.join(problems)}; the harness reads them "
             "from the ready controller Deployments' image tags"
         )
-    return DetectedStack(versions=versions, sources=sources, controller_pods=pods)
+    return DetectedStack(versions, sources, pods, deployments)
 
 
 def running_images(kube: Kube, pods: dict[str, tuple[str, str]]) -> dict[str, str]:

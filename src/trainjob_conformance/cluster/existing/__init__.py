@@ -29,4 +29,7 @@ PROVIDER = ProviderKind(
     # beside it is as reachable as beside the run's own.
     peer="embedded",
     proves=True,
+    # Where its controllers run as the releases' manifests install them
+    # (cluster/existing/upgrade.py says what it refuses).
+    upgrades=True,
 )

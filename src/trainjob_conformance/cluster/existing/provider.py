@@ -7,15 +7,18 @@ from pathlib import Path
 
 from trainjob_conformance.cluster.capabilities import holds_local_images
 from trainjob_conformance.cluster.existing import KUBECONFIG_OPTION
+from trainjob_conformance.cluster.existing import upgrade as existing_upgrade
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe, ledger_probes
 from trainjob_conformance.cluster.health.readiness import (
     TORCH_RUNTIME,
     standard_probes,
+    training_operator_probes,
     wait_for_admission,
 )
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.cluster.introspect import (
+    CONTROLLER_IMAGES,
     detect_stack,
     missing_components,
     running_images,
@@ -23,10 +26,16 @@ from trainjob_conformance.cluster.introspect import (
 from trainjob_conformance.cluster.labels import LOCAL_IMAGE_HOST
 from trainjob_conformance.cluster.provider import (
     ClusterRequest,
+    ComponentUpgrade,
     PushedImage,
     RegistryServer,
     startup_errors,
 )
+from trainjob_conformance.cluster.releases import in_place
+from trainjob_conformance.cluster.releases import upgrade as releases_upgrade
+from trainjob_conformance.cluster.releases.applier import ManifestApplier
+from trainjob_conformance.cluster.releases.install_plan import CONTROLLERS
+from trainjob_conformance.cluster.releases.manifests import release_install_steps
 from trainjob_conformance.cluster.run_state import (
     embedded_run_dir,
     kind_run_dir,
@@ -36,8 +45,10 @@ from trainjob_conformance.cluster.run_state import (
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError, NotFound
-from trainjob_conformance.progress import say
+from trainjob_conformance.progress import say, step
+from trainjob_conformance.stack.gobuild import build_component
 from trainjob_conformance.stack.profiles import Profile
+from trainjob_conformance.stack.registry.mirror_names import ImageName
 
 
 def _embedded_state(kubeconfig: Path) -> dict[str, object] | None:
@@ -61,6 +72,9 @@ class ExistingCluster:
         self.profile = profile
         self.run_dir = run_dir
         self.watch: StackWatch | None = None
+        # What an upgrade (upgrade_component) moves: set by `up`.
+        self.handle: ClusterHandle | None = None
+        self._kube: Kube | None = None
 
     def up(self, on_created: Callable[[], None] | None = None) -> ClusterHandle:
         """`on_created` is not called: the cluster was up before the run."""
@@ -134,6 +148,7 @@ class ExistingCluster:
             ) from None
         wait_for_admission(kube, standard_probes(), timeout=30, log_tails=lambda: "")
         handle.health_file = self._start_watch(kube, handle, state)
+        self.handle, self._kube = handle, kube
         return handle
 
     def _start_watch(
@@ -153,6 +168,88 @@ class ExistingCluster:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.watch = StackWatch(self.run_dir / HEALTH_FILE, probes, interval=interval).start()
         return self.watch.path
+
+    def upgrade_refused(self) -> str | None:
+        """Why the cluster cannot be upgraded as the releases' manifests would do it (read
+        from the cluster, before anything is created on it); None where it can."""
+        if self.kubeconfig is None or not self.kubeconfig.is_file():
+            return f"kubeconfig {self.kubeconfig} does not exist"
+        if _embedded_state(self.kubeconfig) is not None:
+            return (
+                f"{self.kubeconfig} is a cluster of an embedded run, whose managers are host "
+                "processes: upgrade it with --cluster embedded"
+            )
+        try:
+            kube = Kube(api_client_for(self.kubeconfig))
+            stack = detect_stack(kube)
+        except (ApiError, ConformanceError) as error:
+            return f"cannot read the stack of {self.kubeconfig}: {error}"
+        kind_run = kind_run_dir(self.kubeconfig)
+        supply = read_image_supply(kind_run) if kind_run is not None else None
+        preloaded = supply is None and holds_local_images(kube)
+        moved = [
+            c
+            for c in CONTROLLERS
+            if self.profile.has(c) and (c in CONTROLLER_IMAGES or c in stack.versions)
+        ]
+        found = existing_upgrade.refusals(
+            stack, self.profile, moved, IMAGES_PRELOADED if preloaded else (supply or ("",))[0]
+        )
+        return "; ".join(found) if found else None
+
+    def upgrade_component(self, component: str, version: str) -> ComponentUpgrade:
+        """Move one controller to another release as its own manifests install it: the new
+        release's CRDs, its Deployment's rolling update (the nodes pull the release's
+        image), its webhooks, and the wait until every admission probe of the stack is
+        answered (cluster/releases/upgrade.py says what each phase runs)."""
+        if self.handle is None or self._kube is None:
+            raise ConformanceError("the cluster is not up: nothing to upgrade")
+        handle, kube = self.handle, self._kube
+        releases_upgrade.check_request(component, version, handle.controller_pods)
+        kubectl = build_component("kubernetes", self.profile.version("kubernetes"))["kubectl"]
+        run_dir = self.run_dir or self.kubeconfig.parent
+
+        def steps(profile: Profile, local: dict[str, str] | None, only: list[str]):
+            return release_install_steps(profile, kubectl, local, only)
+
+        with step(f"{component} {self.profile.version(component)} -> {version}: preparing"):
+            prepared = releases_upgrade.prepare_pulled(
+                self.profile,
+                component,
+                version,
+                steps,
+                lambda image: existing_upgrade.pulled_from(ImageName.parse(image).host),
+            )
+        applier = ManifestApplier(
+            kubectl, self.kubeconfig, lambda: kube, run_dir / "upgrade-kubectl-seen.txt"
+        )
+        probes = standard_probes()
+        if "training-operator" in handle.controller_pods:
+            probes += training_operator_probes()
+        seconds = in_place.apply_upgrade(
+            applier,
+            prepared,
+            self.down,
+            lambda: in_place.wait_admission(
+                kube, probes, handle.controller_pods, component, run_dir
+            ),
+        )
+        done = ComponentUpgrade(
+            component,
+            prepared.from_version,
+            version,
+            *seconds,
+            notes=prepared.notes(in_place.pod_node(kube, component, prepared.image)),
+        )
+        self.profile = prepared.target
+        handle.versions[component] = version
+        handle.images[prepared.image] = prepared.supply
+        handle.health_file = self._start_watch(kube, handle, None)
+        return done
+
+    def window_audit_log(self) -> Path | None:
+        """None: a user's API server keeps its audit log where its operator put it."""
+        return None
 
     def down(self) -> None:
         """Nothing to stop but the watch: the harness did not start this cluster."""

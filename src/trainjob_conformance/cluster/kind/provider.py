@@ -3,8 +3,8 @@
 The install takes what the upstream e2e setups take: JobSet's and Kueue's
 release manifests, the Trainer's manager and runtimes overlays (and the
 training-operator's where the profile pins it), regrouped into a few applies
-(cluster/kind/install_plan.py), the first of them while kind still joins the workers. The
-manifests are built from the release sources (cluster/kind/manifests.py), the
+(cluster/releases/install_plan.py), the first of them while kind still joins the workers. The
+manifests are built from the release sources (cluster/releases/manifests.py), the
 same files the e2e suite dry-runs against a real API server.
 
 Images come from one of two sources. `local` (the default) builds every image
@@ -23,11 +23,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import yaml
 
@@ -48,7 +47,7 @@ from trainjob_conformance.cluster.health.readiness import (
 )
 from trainjob_conformance.cluster.health.stack_watch import HEALTH_FILE, StackWatch
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
-from trainjob_conformance.cluster.introspect import pod_log_tailer, running_images
+from trainjob_conformance.cluster.introspect import running_images
 from trainjob_conformance.cluster.kind import (
     IMAGE_SOURCE,
     IMAGE_SOURCES,
@@ -69,21 +68,6 @@ from trainjob_conformance.cluster.kind.binaries import (
 from trainjob_conformance.cluster.kind.docker import DockerDaemon, lacks_sys_resource
 from trainjob_conformance.cluster.kind.images import catalog, local_build, publish, store
 from trainjob_conformance.cluster.kind.images.node import NODE_IMAGE_LABEL
-from trainjob_conformance.cluster.kind.install_plan import (
-    CONTROLLERS,
-    ROLLOUT_SECONDS,
-    Command,
-    Phase,
-    install_plan,
-    not_established,
-    split_plan,
-    webhook_unreachable,
-)
-from trainjob_conformance.cluster.kind.manifests import (
-    InstallStep,
-    kind_install_steps,
-    release_images,
-)
 from trainjob_conformance.cluster.kind.mirror import NodeMirror
 from trainjob_conformance.cluster.kind.versions import NODE_TOOLS
 from trainjob_conformance.cluster.provider import (
@@ -94,12 +78,26 @@ from trainjob_conformance.cluster.provider import (
     RegistryServer,
     startup_errors,
 )
+from trainjob_conformance.cluster.releases import in_place
+from trainjob_conformance.cluster.releases import upgrade as releases_upgrade
+from trainjob_conformance.cluster.releases.applier import ManifestApplier
+from trainjob_conformance.cluster.releases.install_plan import (
+    CONTROLLERS,
+    Phase,
+    install_plan,
+    split_plan,
+)
+from trainjob_conformance.cluster.releases.manifests import (
+    InstallStep,
+    release_images,
+    release_install_steps,
+)
 from trainjob_conformance.cluster.run_state import write_image_supply
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
-from trainjob_conformance.kube.kinds import CRD, POD
-from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
+from trainjob_conformance.kube.kinds import CRD
+from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.lifecycle.processes import (
     RunOwnership,
@@ -120,34 +118,9 @@ CERTS_DIR = "containerd-certs.d"
 WORKERS = len(kind_nodes.WORKER_ZONES)
 
 
-# The wait for the CRDs (install_plan.Phase says why the provider polls).
-_ESTABLISHED_TIMEOUT = 60.0
-# How long an apply refused by a webhook nothing routes to yet is retried (_run_phase).
-_WEBHOOK_ROUTE_TIMEOUT = 60.0
 # kind's own bound on a cluster's creation is its --wait, which the provider does
 # not use; this only guards against a kind that never returns.
 _KIND_CREATE_TIMEOUT = 600.0
-
-
-def _as_they_end(
-    running: list[tuple[Command, subprocess.Popen[bytes], IO[bytes]]],
-) -> Iterator[tuple[Command, subprocess.Popen[bytes], IO[bytes]]]:
-    """Each (command, process, output) once its process has exited, in the order they end.
-
-    Each kubectl bounds itself with its own --timeout; the bound here only
-    guards against one that never returns.
-    """
-    pending = list(running)
-    bound = ROLLOUT_SECONDS + 60.0
-
-    def ended() -> list[tuple[Command, subprocess.Popen[bytes], IO[bytes]]] | NotYet:
-        done = [entry for entry in pending if entry[1].poll() is not None]
-        return done or NotYet(f"still running: {[' '.join(e[0].args) for e in pending]}")
-
-    while pending:
-        for entry in wait_for("kubectl commands run at once to end", ended, bound, interval=0.2):
-            pending.remove(entry)
-            yield entry
 
 
 def cluster_name(run_dir: Path) -> str:
@@ -164,7 +137,7 @@ class KindStackCluster:
         profile: Profile,
         run_dir: Path,
         image_source: str = "local",
-        install_steps: Callable[..., list[InstallStep]] = kind_install_steps,
+        install_steps: Callable[..., list[InstallStep]] = release_install_steps,
         workers: int = WORKERS,
         name: str | None = None,
         for_peers: bool = False,
@@ -237,56 +210,12 @@ class KindStackCluster:
     def kubeconfig(self) -> Path:
         return self.run_dir / "kind-kubeconfig.yaml"
 
-    def _kubectl(self, kubectl: Path, *args: str) -> None:
-        result = subprocess.run(
-            [str(kubectl), "--kubeconfig", str(self.kubeconfig), *args],
-            capture_output=True,
-            text=True,
-            check=False,
+    def _applier(self, kubectl: Path) -> ManifestApplier:
+        """kubectl against this cluster; a failed wait's Pods and events go to the run
+        directory's startup-error.txt, each rollout's seconds into the timings."""
+        return ManifestApplier(
+            kubectl, self.kubeconfig, self._kube, self.run_dir / "startup-error.txt", self.timings
         )
-        if result.returncode != 0:
-            seen = self._what_was_seen(kubectl, args)
-            raise ConformanceError(
-                f"kubectl {' '.join(args)} failed: {(result.stderr or result.stdout).strip()}{seen}"
-            )
-
-    def _kubectl_at_once(self, kubectl: Path, commands: tuple[Command, ...]) -> None:
-        """Run these kubectl commands side by side; the first failure's error, as
-        `_kubectl` words it, once all have ended. Each rollout's time goes into the
-        timings (`rollout <deployment>`); whatever still runs when this is interrupted
-        is killed, not left to its own timeout."""
-        if len(commands) == 1:
-            self._kubectl(kubectl, *commands[0].args)
-            return
-        started = time.monotonic()
-        running: list[tuple[Command, subprocess.Popen[bytes], IO[bytes]]] = []
-        failed = []
-        with contextlib.ExitStack() as files:
-            try:
-                for command in commands:
-                    output = files.enter_context(tempfile.TemporaryFile())
-                    process = subprocess.Popen(
-                        [str(kubectl), "--kubeconfig", str(self.kubeconfig), *command.args],
-                        stdout=output, stderr=subprocess.STDOUT,
-                    )  # fmt: skip
-                    running.append((command, process, output))
-                for command, process, output in _as_they_end(running):
-                    if command.words.startswith("rollout "):
-                        self.timings[command.words] = round(time.monotonic() - started, 1)
-                    if process.returncode != 0:
-                        output.seek(0)
-                        failed.append(
-                            (command.args, output.read().decode(errors="replace").strip())
-                        )
-            finally:
-                for _, process, _ in running:
-                    if process.poll() is None:
-                        process.kill()
-                        process.wait()
-        if failed:
-            args, text = failed[0]
-            seen = self._what_was_seen(kubectl, args)
-            raise ConformanceError(f"kubectl {' '.join(args)} failed: {text}{seen}")
 
     def _kube(self) -> Kube:
         """One client of the cluster's API server, made once its kubeconfig exists."""
@@ -295,31 +224,7 @@ class KindStackCluster:
         return self._client
 
     def _kubectl_call(self, kubectl: Path) -> Callable[..., None]:
-        return lambda *args: self._kubectl(kubectl, *args)
-
-    def _what_was_seen(self, kubectl: Path, args: tuple[str, ...]) -> str:
-        """For a failed wait in a namespace: its Pods and events go to a file, and the
-        newest warning (the cluster's own words) into the one-line error."""
-        if "-n" not in args:
-            return ""
-        namespace = args[args.index("-n") + 1]
-        base = [str(kubectl), "--kubeconfig", str(self.kubeconfig), "-n", namespace]
-        outputs = [
-            subprocess.run(
-                [*base, *query], capture_output=True, text=True, check=False, timeout=30
-            ).stdout
-            for query in (
-                ["get", "pods", "-o", "wide"],
-                ["get", "events", "--sort-by=.lastTimestamp"],
-                ["get", "events", "--field-selector=type=Warning", "--sort-by=.lastTimestamp",
-                 "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"],
-            )
-        ]  # fmt: skip
-        path = self.run_dir / "startup-error.txt"
-        path.write_text(f"Pods in {namespace}:\n{outputs[0]}\nEvents:\n{outputs[1]}")
-        warnings = [line for line in outputs[2].splitlines() if line.strip()]
-        last = f"; last warning in {namespace}: {warnings[-1]}" if warnings else ""
-        return f"{last} (Pods and events: {path})"
+        return self._applier(kubectl).run
 
     def _timed(self, key: str, started: float) -> None:
         self.timings[key] = round(time.monotonic() - started, 1)
@@ -563,39 +468,11 @@ class KindStackCluster:
 
     def _run_phases(self, kubectl: Path, phases: list[Phase], first: int) -> None:
         """Run install phases in order, each timed as `install N: ...`."""
+        applier = self._applier(kubectl)
         for number, phase in enumerate(phases, first):
             began = time.monotonic()
-            self._run_phase(kubectl, phase)
+            applier.run_phase(phase)
             self._timed(f"install {number}: {phase.label}", began)
-
-    def _run_phase(self, kubectl: Path, phase: Phase) -> None:
-        if phase.crds_established:
-            self._wait_established()
-            return
-        # A rollout ends when the new Pod is Ready, a moment before the Service
-        # routes to it: an object applied then, which a webhook of that Pod judges,
-        # is refused with `failed calling webhook` (seen on kind at the install of
-        # the Trainer's runtimes and at an upgrade). Such a refusal is retried until
-        # the webhook answers; any other failure stops the install at once.
-        last = {"error": ""}
-
-        def applied() -> bool | NotYet:
-            try:
-                self._kubectl_at_once(kubectl, phase.commands)
-            except ConformanceError as error:
-                if not webhook_unreachable(str(error)):
-                    raise
-                last["error"] = str(error)
-                return NotYet(str(error).splitlines()[0][-300:])
-            return True
-
-        try:
-            wait_for(f"{phase.label} (its webhook to answer)", applied, _WEBHOOK_ROUTE_TIMEOUT, 0.5)
-        except WaitTimeout:
-            raise ConformanceError(
-                f"{phase.label}: the webhook did not answer within {_WEBHOOK_ROUTE_TIMEOUT:.0f}s; "
-                f"last error: {last['error']}"
-            ) from None
 
     def _control_plane_answers(self, kind_ended: Callable[[], int | None]) -> bool:
         """Wait until kind's control plane serves the admin user (kubeadm binds its group
@@ -650,18 +527,6 @@ class KindStackCluster:
         if not self.control_plane_open:
             kind_nodes.open_control_plane(self._kubectl_call(kubectl), control_plane)
             self.control_plane_open = True
-
-    def _wait_established(self) -> None:
-        kube = self._kube()
-
-        def look() -> bool | NotYet:
-            waiting = not_established(kube.list(*CRD))
-            return True if not waiting else NotYet(f"not Established yet: {', '.join(waiting)}")
-
-        try:
-            wait_for("every CRD Established", look, _ESTABLISHED_TIMEOUT, interval=0.2)
-        except WaitTimeout as error:
-            raise ConformanceError(str(error)) from None
 
     @contextlib.contextmanager
     def _workers_kept_whole(self, kubectl: Path) -> Iterator[None]:
@@ -795,7 +660,7 @@ class KindStackCluster:
     def upgrade_component(self, component: str, version: str) -> ComponentUpgrade:
         """Move one running controller to another release in place: its image into every
         node, then the new release's CRDs, its Deployment's rolling update, and the wait
-        until every admission probe of the stack is answered (cluster/kind/upgrade.py
+        until every admission probe of the stack is answered (cluster/releases/upgrade.py
         says what each phase runs). The handle then names the new release, as does
         the cluster itself (`existing` reads it from the Deployment's image).
 
@@ -813,16 +678,24 @@ class KindStackCluster:
                     self.profile, self.local, component, version, steps, self._load_image
                 )
             else:
-                prepared = kind_upgrade.prepare_pulled(
+                prepared = releases_upgrade.prepare_pulled(
                     self.profile, component, version, steps, self._pulled_from
                 )
-        seconds = self._run_upgrade(kubectl, prepared, handle)
+        probes = self._admission_probes()
+        seconds = in_place.apply_upgrade(
+            self._applier(kubectl),
+            prepared,
+            self._stop_watch,
+            lambda: in_place.wait_admission(
+                self._kube(), probes, handle.controller_pods, component, self.run_dir
+            ),
+        )
         done = ComponentUpgrade(
             component,
             prepared.from_version,
             version,
             *seconds,
-            notes=prepared.notes(self._pod_node(component, prepared.image)),
+            notes=prepared.notes(in_place.pod_node(self._kube(), component, prepared.image)),
         )
         self.profile = prepared.target
         if prepared.local is not None:
@@ -846,7 +719,7 @@ class KindStackCluster:
             raise ConformanceError("the kind cluster is not up: nothing to upgrade")
         if refused := self.upgrade_refused():
             raise ConformanceError(refused)
-        kind_upgrade.check_request(component, version, self.controllers)
+        releases_upgrade.check_request(component, version, self.controllers)
         return self.kubectl, self.handle
 
     def _pulled_from(self, image: str) -> str:
@@ -880,64 +753,6 @@ class KindStackCluster:
         """The image into every node of this cluster: how many, in how many seconds."""
         nodes = reclaim.node_containers(self.name, harness_only=False)
         return len(nodes), kind_upgrade.load_image(image, nodes, self.run_dir / "upgrade")
-
-    def _run_upgrade(
-        self, kubectl: Path, prepared: kind_upgrade.PreparedUpgrade, handle: ClusterHandle
-    ) -> tuple[float, float, float]:
-        """The step's phases; seconds of each (CRDs, manager, webhooks)."""
-        phases = prepared.phases
-        started = time.monotonic()
-        with step(f"{prepared.label}: CRDs"):
-            self._run_each(kubectl, phases.crds)
-        crds_done = time.monotonic()
-        self._stop_watch()  # the old Pod's end is the rolling update, not a breakage
-        with step(f"{prepared.label}: manager"):
-            self._run_each(kubectl, phases.manager)
-        manager_done = time.monotonic()
-        with step(f"{prepared.label}: webhooks"):
-            # A rollout is done when the new Pod is Ready, which is before every
-            # node routes the Service to it: a request the API server sends in
-            # between goes nowhere (measured on kind, docs/upgrades.md). What
-            # the new webhooks judge (the Trainer's runtimes) is applied once
-            # every admission probe is answered.
-            self._wait_admission(prepared.component, handle)
-            self._run_each(kubectl, phases.after)
-            for kind, name in prepared.dropped_webhooks:
-                self._kubectl(kubectl, "delete", "--ignore-not-found", f"{kind.lower()}/{name}")
-            self._wait_admission(prepared.component, handle)
-        return (
-            round(crds_done - started, 1),
-            round(manager_done - crds_done, 1),
-            round(time.monotonic() - manager_done, 1),
-        )
-
-    def _run_each(self, kubectl: Path, phases: list[Phase]) -> None:
-        for phase in phases:
-            self._run_phase(kubectl, phase)
-
-    def _wait_admission(self, component: str, handle: ClusterHandle) -> None:
-        """Every admission probe answered; on a timeout one line, with the controller's
-        log tail in a file of the run directory."""
-        tail = pod_log_tailer(self._kube(), handle.controller_pods)
-
-        def log_tail() -> str:
-            try:
-                return tail(component, 30)
-            except ApiError as error:
-                return f"(no log of {component}: {error})"
-
-        try:
-            wait_for_admission(self._kube(), self._admission_probes(), 120, log_tails=log_tail)
-        except ConformanceError as error:
-            first, _, details = str(error).partition("\n")
-            path = self.run_dir / f"upgrade-{component}-log-tail.txt"
-            path.write_text(details)
-            raise ConformanceError(f"{first} ({component}'s log tail: {path})") from None
-
-    def _pod_node(self, component: str, image: str) -> str | None:
-        namespace, _, selector = CONTROLLERS[component]
-        pods = self._kube().list(*POD, namespace=namespace, label_selector=selector)
-        return kind_upgrade.new_pod_node(pods, image)
 
     def _peer_kubeconfig(self) -> Path:
         """The kubeconfig with the API server at the control-plane container's address on

@@ -1,129 +1,29 @@
-"""What an in-place upgrade of one component of a kind cluster runs (`upgrade --cluster kind`).
+"""What kind adds to an in-place upgrade (cluster/releases/upgrade.py): the new
+release's image built here and put into every node's containerd before the
+Deployment changes. The nodes got the old one baked into their image at start,
+and the new Pod may be scheduled on any of them.
 
-The install's own phases (cluster/kind/install_plan.py), for that one component,
-built from the new release's manifests: its namespaces and CRDs, the wait for
-them, its manifests (the Deployment's new image is a rolling update; Kueue's
-webhook configurations with them, as at the install), its rollout, then what
-its webhooks judge (the Trainer's runtimes). Every apply takes over the fields
-another field manager holds (`--force-conflicts`), under the install's own
-field manager, so a field the new release dropped goes too. The new release's
-image is built here and put into every node's containerd before the Deployment
-changes: the nodes got the old one baked into their image at start, and the
-new Pod may be scheduled on any of them.
-
-The provider (cluster/kind/provider.py) runs the phases; `prepare` builds the
-image (Docker) and `load_image` needs the nodes, the rest is plain logic. Where
-the nodes pull the releases' images (`--image-source upstream`, or a registry
-mirror), `prepare_pulled` builds nothing: the new manifests name the release's
-own image, which the rolling update's Pod pulls.
+`prepare` builds the image (Docker) and `load_image` needs the nodes; the
+provider (cluster/kind/provider.py) runs the phases.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from trainjob_conformance.cluster.kind.images import local_build
-from trainjob_conformance.cluster.kind.install_plan import (
-    CONTROLLERS,
-    CRDS_ESTABLISHED,
-    Phase,
-    install_plan,
-)
-from trainjob_conformance.cluster.kind.manifests import (
-    InstallStep,
-    StackApplies,
-    release_images,
-    stack_applies,
+from trainjob_conformance.cluster.releases.upgrade import (
+    PreparedUpgrade,
+    StepsBuilder,
+    with_version,
 )
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import Profile
-
-# A release tag, as the profiles pin them: an upgrade moves to a release.
-_RELEASE_TAG = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
-_WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-
-
-@dataclass(frozen=True)
-class UpgradePhases:
-    """One component's install phases, cut where ComponentUpgrade times them."""
-
-    crds: list[Phase]  # its namespaces and CRDs applied, then the wait for Established
-    manager: list[Phase]  # its manifests (and Kueue's webhooks), then its rollout
-    after: list[Phase]  # what its webhooks judge: the Trainer's runtimes
-
-
-def _is_rollout(phase: Phase) -> bool:
-    return any(command.words.startswith("rollout ") for command in phase.commands)
-
-
-def upgrade_phases(
-    steps: list[InstallStep],
-    regroup: Callable[[list[InstallStep]], StackApplies] = stack_applies,
-) -> UpgradePhases:
-    """The phases that move a running component to the release `steps` were built from."""
-    plan = install_plan(steps, regroup, force_conflicts=True)
-    if CRDS_ESTABLISHED not in plan or not any(_is_rollout(phase) for phase in plan):
-        raise ConformanceError(
-            f"the manifests of {', '.join(s.name for s in steps)} hold no controller to upgrade"
-        )
-    established = plan.index(CRDS_ESTABLISHED) + 1
-    rolled = next(i for i, phase in enumerate(plan) if _is_rollout(phase)) + 1
-    return UpgradePhases(plan[:established], plan[established:rolled], plan[rolled:])
-
-
-def check_request(component: str, version: str, running: Iterable[str]) -> None:
-    """One line for an upgrade this cluster cannot make."""
-    if component not in CONTROLLERS:
-        raise ConformanceError(
-            f"cannot upgrade {component!r}: a kind cluster upgrades one of {', '.join(CONTROLLERS)}"
-        )
-    if not _RELEASE_TAG.fullmatch(version):
-        raise ConformanceError(
-            f"cannot upgrade {component} to {version!r}: name a release tag such as v0.12.0"
-        )
-    if component not in running:
-        raise ConformanceError(
-            f"{component} does not run on this cluster: an upgrade moves a running "
-            "component to another release"
-        )
-
-
-def with_version(profile: Profile, component: str, version: str) -> Profile:
-    """The cluster's profile with `component` at `version`, under the same name: the
-    manifest builder renders that release's manifests from it."""
-    overrides = {**profile.overrides, component: version} if profile.base else {}
-    return dataclasses.replace(
-        profile,
-        description=f"{profile.description} ({component} upgraded in place to {version})",
-        versions={**profile.versions, component: version},
-        overrides=overrides,
-    )
-
-
-def webhook_configurations(steps: list[InstallStep]) -> set[tuple[str, str]]:
-    """(kind, name) of every webhook configuration the manifests hold."""
-    return {
-        (document["kind"], document["metadata"]["name"])
-        for install in steps
-        for document in install.documents()
-        if document["kind"] in _WEBHOOK_KINDS
-    }
-
-
-def dropped_webhooks(old: list[InstallStep], new: list[InstallStep]) -> list[tuple[str, str]]:
-    """The old release's webhook configurations the new one no longer has: an apply keeps
-    them, and one left pointing at a path the new manager does not serve refuses
-    every request it matches (failurePolicy Fail)."""
-    return sorted(webhook_configurations(old) - webhook_configurations(new))
 
 
 def import_command(node: str) -> list[str]:
@@ -167,62 +67,6 @@ def load_image(image: str, nodes: list[str], scratch: Path) -> float:
     return time.monotonic() - started
 
 
-def new_pod_node(pods: list[dict[str, Any]], image: str) -> str | None:
-    """The node of the controller's Pod that runs `image` and is not going away."""
-    for pod in pods:
-        containers = (pod.get("spec") or {}).get("containers") or []
-        if pod["metadata"].get("deletionTimestamp") or not containers:
-            continue
-        if containers[0].get("image") == image:
-            return (pod.get("spec") or {}).get("nodeName")
-    return None
-
-
-@dataclass(frozen=True)
-class PreparedUpgrade:
-    """What a step needs before the cluster changes: the new release's image in the
-    nodes, and its manifests (with the old release's, for what it dropped)."""
-
-    component: str
-    from_version: str
-    to_version: str
-    image: str
-    # How the nodes get the image, in a few words: loaded into each node, or pulled.
-    supply: str
-    target: Profile  # the cluster's profile with the component at its new release
-    # Component -> local image, as the manifests name them; None where the manifests
-    # keep the releases' own image names (the nodes pull them).
-    local: dict[str, str] | None
-    old_steps: list[InstallStep]
-    new_steps: list[InstallStep]
-
-    @property
-    def label(self) -> str:
-        return f"{self.component} {self.from_version} -> {self.to_version}"
-
-    @property
-    def phases(self) -> UpgradePhases:
-        return upgrade_phases(self.new_steps)
-
-    @property
-    def dropped_webhooks(self) -> list[tuple[str, str]]:
-        return dropped_webhooks(self.old_steps, self.new_steps)
-
-    def notes(self, node: str | None) -> tuple[str, ...]:
-        """What the step did beyond the plain phases, in a few words; `node`: where the
-        new Pod runs."""
-        where = f", its new Pod on {node}" if node else ""
-        return (
-            f"rolling update of deployment/{CONTROLLERS[self.component][1]}{where}",
-            f"image {self.image} {self.supply}",
-        )
-
-
-# One component's manifests of a profile's release, pointed at these local images, or
-# naming the releases' own where None (the provider's install_steps, with its kubectl).
-StepsBuilder = Callable[[Profile, dict[str, str] | None, list[str]], list[InstallStep]]
-
-
 def prepare(
     profile: Profile,
     local: dict[str, str],
@@ -247,33 +91,4 @@ def prepare(
         local=moved,
         old_steps=build_steps(profile, local, [component]),
         new_steps=build_steps(target, moved, [component]),
-    )
-
-
-def prepare_pulled(
-    profile: Profile,
-    component: str,
-    version: str,
-    build_steps: StepsBuilder,
-    served: Callable[[str], str],
-) -> PreparedUpgrade:
-    """The new release's manifests as upstream writes them, for nodes that pull its
-    image (from its registry, or a mirror of it): nothing is built or loaded.
-    `served(image)` says where the nodes get it, or refuses in one line where they
-    cannot (a mirror without it)."""
-    target = with_version(profile, component, version)
-    new_steps = build_steps(target, None, [component])
-    image = release_images(new_steps).get(component)
-    if image is None:
-        raise ConformanceError(f"the manifests of {component} {version} name no manager image")
-    return PreparedUpgrade(
-        component=component,
-        from_version=profile.version(component),
-        to_version=version,
-        image=image,
-        supply=served(image),
-        target=target,
-        local=None,
-        old_steps=build_steps(profile, None, [component]),
-        new_steps=new_steps,
     )

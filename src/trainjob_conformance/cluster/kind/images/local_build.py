@@ -13,7 +13,7 @@ from pathlib import Path
 from trainjob_conformance.cluster.kind import host_packages
 from trainjob_conformance.cluster.kind.binaries import build_node_binaries, node_versions
 from trainjob_conformance.cluster.kind.images import catalog
-from trainjob_conformance.cluster.kind.install_plan import CONTROLLERS
+from trainjob_conformance.cluster.releases.install_plan import CONTROLLERS
 from trainjob_conformance.stack.gobuild import build_component, module_source
 from trainjob_conformance.stack.profiles import Profile
 

@@ -28,8 +28,8 @@ import time
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
 from trainjob_conformance.cluster.kind.images import catalog, local_build, store
 from trainjob_conformance.cluster.kind.images.node import NODE_IMAGE_LABEL
-from trainjob_conformance.cluster.kind.manifests import kind_install_steps, release_images
 from trainjob_conformance.cluster.provider import PushedImage
+from trainjob_conformance.cluster.releases.manifests import release_images, release_install_steps
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.profiles import Profile
 from trainjob_conformance.stack.registry.address import RegistryAddress
@@ -55,7 +55,7 @@ def local_images(profile: Profile) -> dict[str, str]:
     versions = profile.versions
     with step("reading the controllers' image names from their release manifests"):
         upstream = release_images(
-            kind_install_steps(
+            release_install_steps(
                 profile, binaries["kubectl"], None, local_build.controller_keys(profile)
             )
         )

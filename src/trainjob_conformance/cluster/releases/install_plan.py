@@ -3,10 +3,10 @@ side by side, and the one wait kubectl cannot do.
 
 Every controller's namespaces and CRDs first, one wait for the CRDs, then the
 controllers all at once; Kueue's webhook configurations once the other
-controllers' Pods exist (cluster/kind/manifests.py stack_applies says why); then
+controllers' Pods exist (manifests.py stack_applies says why); then
 the rollouts together, since each mostly waits for its webhook certificate to
 reach its Pod through a Secret volume; what their webhooks judge (the Trainer's
-runtimes) goes last. The provider (cluster/kind/provider.py) runs the phases.
+runtimes) goes last. The providers run the phases (applier.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainjob_conformance.cluster.kind.manifests import InstallStep, StackApplies, stack_applies
+from trainjob_conformance.cluster.releases.manifests import InstallStep, StackApplies, stack_applies
 
 # Namespace, Deployment and Pod label of each controller the release manifests install.
 CONTROLLERS = {

@@ -1,4 +1,4 @@
-"""The manifests the kind provider installs, built from the upstream release sources.
+"""The manifests kind installs and in-place upgrades apply, built from the upstream release sources.
 
 Each release publishes its install manifests from a kustomization in its own
 repository: JobSet's and Kueue's `manifests.yaml` are `config/default` with
@@ -225,7 +225,7 @@ def release_images(steps: list[InstallStep]) -> dict[str, str]:
     return found
 
 
-def kind_install_steps(
+def release_install_steps(
     profile: Profile,
     kubectl: Path,
     local: dict[str, str] | None = None,
@@ -239,7 +239,7 @@ def kind_install_steps(
     versions = profile.versions
     workdir = (
         cache_root()
-        / "kind-manifests"
+        / "release-manifests"
         / "-".join([*(f"{key}{versions[key]}" for key in ("jobset", "kueue", "trainer")), _RECIPE])
     )
     if local is not None:
