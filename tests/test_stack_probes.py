@@ -47,17 +47,22 @@ def test_a_server_that_refuses_the_connection_is_broken_at_once() -> None:
     assert breakage.log_tail == "log"
 
 
-def test_one_handshake_that_times_out_is_not_a_breakage(silent_port: int) -> None:
-    now = [100.0]
-    probe = tls_endpoint_probe(
+def probe_with_clock(port: int, now: list[float], tail: str = "", timeout: float = 0.05):
+    """The probe of a webhook server on `port`, its clock read from now[0]."""
+    return tls_endpoint_probe(
         "jobset webhook server",
         "127.0.0.1",
-        silent_port,
-        lambda: "",
+        port,
+        lambda: tail,
         hung_after=15,
-        handshake_timeout=0.05,
+        handshake_timeout=timeout,
         clock=lambda: now[0],
     )
+
+
+def test_one_handshake_that_times_out_is_not_a_breakage(silent_port: int) -> None:
+    now = [100.0]
+    probe = probe_with_clock(silent_port, now)
 
     assert probe() is None
     now[0] += 14
@@ -66,15 +71,7 @@ def test_one_handshake_that_times_out_is_not_a_breakage(silent_port: int) -> Non
 
 def test_a_server_silent_for_the_whole_grace_is_hung(silent_port: int) -> None:
     now = [100.0]
-    probe = tls_endpoint_probe(
-        "jobset webhook server",
-        "127.0.0.1",
-        silent_port,
-        lambda: "tail",
-        hung_after=15,
-        handshake_timeout=0.05,
-        clock=lambda: now[0],
-    )
+    probe = probe_with_clock(silent_port, now, tail="tail")
 
     assert probe() is None
     now[0] += 15
@@ -125,15 +122,7 @@ class SometimesSilentServer:
 def test_an_answer_between_two_silences_starts_the_grace_again(tmp_path: Path) -> None:
     server = SometimesSilentServer(tmp_path)
     now = [100.0]
-    probe = tls_endpoint_probe(
-        "kueue webhook server",
-        "127.0.0.1",
-        server.port,
-        lambda: "",
-        hung_after=15,
-        handshake_timeout=0.2,
-        clock=lambda: now[0],
-    )
+    probe = probe_with_clock(server.port, now, timeout=0.2)
     try:
         assert probe() is None  # silent from 100
         now[0] += 10
