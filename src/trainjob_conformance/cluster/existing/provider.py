@@ -172,7 +172,7 @@ class ExistingCluster:
     def upgrade_refused(self) -> str | None:
         """Why the cluster cannot be upgraded as the releases' manifests would do it (read
         from the cluster, before anything is created on it); None where it can."""
-        if self.kubeconfig is None or not self.kubeconfig.is_file():
+        if not self.kubeconfig.is_file():
             return f"kubeconfig {self.kubeconfig} does not exist"
         if _embedded_state(self.kubeconfig) is not None:
             return (

@@ -156,20 +156,21 @@ def tls_endpoint_probe(
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    silent_since: list[float] = []  # when the current run of timeouts began
+    silent_since: float | None = None  # when the current run of timeouts began
 
     def probe() -> Breakage | None:
+        nonlocal silent_since
         try:
             with (
                 socket.create_connection((host, port), timeout=handshake_timeout) as raw,
                 context.wrap_socket(raw, server_hostname=host),
             ):
-                silent_since.clear()
+                silent_since = None
                 return None
         except TimeoutError:
-            if not silent_since:
-                silent_since.append(clock())
-            silent = clock() - silent_since[0]
+            if silent_since is None:
+                silent_since = clock()
+            silent = clock() - silent_since
             if silent < hung_after:
                 return None
             state = f"does not answer TLS on {host}:{port} (timed out for {silent:.0f} s)"
