@@ -9,7 +9,7 @@ import yaml
 
 from trainjob_conformance.cluster.capabilities import Topology, largest_fitting_request
 from trainjob_conformance.cluster.hold import HOLD_IMAGE
-from trainjob_conformance.kube.kinds import CLUSTER_TRAINING_RUNTIME, LOCAL_QUEUE
+from trainjob_conformance.kube.kinds import CLUSTER_TRAINING_RUNTIME, LOCAL_QUEUE, NAMESPACE
 from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.policies.admission import accepted_within
 from trainjob_conformance.policies.runtimes import images_of, stand_in_copy
@@ -259,5 +259,15 @@ def multikueue_worker(trainjob_worker_cluster, trainjob_view: TrainJobView) -> T
     the test creates there is deleted with the test's own objects.
     """
     worker = trainjob_view.on(trainjob_worker_cluster, "MultiKueue worker cluster")
-    worker.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": worker.namespace}})
+    # With the labels of the test's namespace: a break scoped to the test's namespaces
+    # (prove) acts on the worker's namespace too.
+    labels = trainjob_view.kube.get(*NAMESPACE, worker.namespace)["metadata"].get("labels") or {}
+    labels = {k: v for k, v in labels.items() if k != "kubernetes.io/metadata.name"}
+    worker.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": worker.namespace, "labels": labels},
+        }
+    )
     return worker

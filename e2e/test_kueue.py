@@ -969,3 +969,84 @@ def test_multikueue_waits_for_the_other_admission_checks_before_dispatching(
         f"TrainJob remote on the worker once check {other} is Ready",
         lambda: worker.find(TRAINJOB, "remote"),
     )
+
+
+# The label MultiKueue puts on the copies it creates on a worker (Kueue's
+# MultiKueueOriginLabel), and the origin Kueue's configuration gives it by default.
+MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+
+
+def what_became_of(event, uid):
+    """'deleted', 'being deleted', 'replaced (...)' for a stored version of the worker's
+    own TrainJob that shows it so, else ''."""
+    metadata = event["object"]["metadata"]
+    if event["type"] == "DELETED":
+        return "deleted"
+    if metadata.get("deletionTimestamp"):
+        return "being deleted"
+    if metadata.get("uid") != uid:
+        return f"replaced by another TrainJob of the name (uid {metadata.get('uid')})"
+    return ""
+
+
+def gone_or_replaced(events, uid):
+    """One line per stored version of the worker's own TrainJob that shows it deleted,
+    being deleted, or replaced by another object of the same name."""
+    found = []
+    for event in events:
+        what = what_became_of(event, uid)
+        if what:
+            metadata = event["object"]["metadata"]
+            origin = (metadata.get("labels") or {}).get(MULTIKUEUE_ORIGIN_LABEL)
+            found.append(
+                f"{event['type']} at resourceVersion {metadata['resourceVersion']}: {what}"
+                + (f", labelled {MULTIKUEUE_ORIGIN_LABEL}={origin}" if origin else "")
+            )
+    return found
+
+
+def remote_workload_gone(worker, name):
+    return worker.wait(
+        f"MultiKueue's copy of Workload {name} to be gone from the worker",
+        lambda: worker.find(WORKLOAD, name) is None or NotYet("still on the worker"),
+        timeout=60,
+    )
+
+
+@pytest.mark.policy("KQ-MK-006")
+def test_multikueue_leaves_a_workers_own_trainjob_of_the_same_name_alone(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, multikueue_worker
+):
+    view, worker = trainjob_view, multikueue_worker
+    runtime = training_runtime()
+    check = multikueue_to(view, worker, runtime)
+    queue = kueue_queue(admission_checks=(check,))
+    # The worker's team's own TrainJob, not queued: MultiKueue did not create it.
+    own = worker.create_trainjob("shared", runtime=runtime, suspend=True, num_nodes=1)
+    uid = own["metadata"]["uid"]
+    since = resource_version(worker, TRAINJOB)
+
+    created = submit(view, runtime, queue, "shared", 1, NEVER_RUN)
+    assert created["spec"]["managedBy"] == MULTIKUEUE
+    workload = wait_workload(view, "shared")["metadata"]["name"]
+    # MultiKueue syncs the job once the worker has reserved quota for its copy of the
+    # Workload: from here it reads, and before the fix deletes, the worker's TrainJob.
+    worker.wait_for_condition(WORKLOAD, workload, "QuotaReserved")
+    trainjob_policy.gap_exercised(
+        f"the worker reserved quota for MultiKueue's copy of Workload {workload}, beside "
+        "the worker's own TrainJob shared"
+    )
+    view.kube.delete(*TRAINJOB, name="shared", namespace=view.namespace)
+    # MultiKueue removes the remote job before the remote Workload: once that is gone,
+    # every deletion it was going to make is made.
+    remote_workload_gone(worker, workload)
+
+    with trainjob_policy.holds():
+        # Every version the worker stored: one deleted and created again counts too.
+        events = replay(worker, TRAINJOB, since, field_selector=named("shared"))
+        touched = gone_or_replaced(events, uid)
+        now = worker.find(TRAINJOB, "shared")
+        assert not touched and now is not None, (
+            "MultiKueue acted on the worker's own TrainJob shared, which it did not create: "
+            + ("; ".join(touched) or "it is gone")
+        )

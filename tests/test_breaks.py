@@ -242,3 +242,110 @@ def test_a_defaulting_webhooks_probe_reads_a_path_of_the_answer():
     assert value_at(answer, "spec.runtimePatches.1.time") is None
     assert value_at(answer, "spec.runtimePatches.0.time.x") is None
     assert value_at({"spec": {}}, "spec.runtimePatches.0.time") is None
+
+
+def test_a_break_names_the_manager_or_the_worker_cluster(tmp_path):
+    path = tmp_path / "breaks.yaml"
+    path.write_text("b:\n  kind: admission\n  description: d\n  manifests: m\n  cluster: worker\n")
+    assert load_breaks(path)["b"].on_worker
+    path.write_text("b:\n  kind: admission\n  description: d\n  manifests: m\n")
+    assert not load_breaks(path)["b"].on_worker
+    path.write_text("b:\n  kind: admission\n  description: d\n  manifests: m\n  cluster: both\n")
+    with pytest.raises(
+        ConformanceError, match=r"break b: cluster 'both' \(one of manager, worker\)"
+    ):
+        load_breaks(path)
+    path.write_text(
+        "b:\n  kind: webhook\n  description: d\n  webhook: w\n  probe: p\n  cluster: worker\n"
+    )
+    with pytest.raises(ConformanceError, match="has unknown cluster"):
+        load_breaks(path)
+
+
+class _RecordingKube:
+    """What prove sends to the manager cluster, kept instead of sent."""
+
+    def __init__(self) -> None:
+        self.applied: list[dict] = []
+        self.deleted: list[tuple] = []
+
+    def apply(self, document: dict) -> dict:
+        self.applied.append(document)
+        return document
+
+    def delete(self, *args: object, **kwargs: object) -> None:
+        self.deleted.append(args)
+
+
+def test_a_worker_break_goes_to_the_children_and_not_to_the_manager(tmp_path, monkeypatch):
+    """Its policies are written for the child, which applies them to the worker it
+    starts; the manager gets only the break's probe namespace."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    from trainjob_conformance.prove import runner
+    from trainjob_conformance.prove.breaking import PROVE_LABEL
+    from trainjob_conformance.prove.plan import Step, Target
+    from trainjob_conformance.prove.runner import ChildSettings, pytest_command
+
+    item = load_breaks(suite().breaks)["worker-trainjob-labelled-as-multikueues"]
+    handed: list[ChildSettings] = []
+
+    def run_policies(children, settings, policies, label, workers):
+        handed.append(settings)
+        result = SimpleNamespace(policy="KQ-MK-006", result="FAIL", reason="deleted", seconds=3.0)
+        return SimpleNamespace(results=[result])
+
+    monkeypatch.setattr(runner, "run_policies", run_policies)
+    kube = _RecordingKube()
+    settings = ChildSettings("latest", tmp_path / "kubeconfig", tmp_path / "out")
+    context = SimpleNamespace(
+        kube=kube,
+        children=None,
+        settings=settings,
+        catalog={},
+        baseline={"KQ-MK-006": ("pass", "")},
+        variables={},
+        restored=[],
+        progress=lambda line: None,
+    )
+    rows = runner.run_step(context, Step(item, [Target("KQ-MK-006", "FAIL")]))  # type: ignore[arg-type]
+
+    assert [(r.policy, r.outcome) for r in rows] == [("KQ-MK-006", DETECTED)]
+    assert [doc["kind"] for doc in kube.applied] == ["Namespace"]
+    (given,) = handed
+    assert given.worker_break == tmp_path / "out" / item.label_value / "worker-break.yaml"
+    documents = list(yaml.safe_load_all(given.worker_break.read_text()))
+    assert [doc["kind"] for doc in documents] == [
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    ]
+    assert all(doc["metadata"]["labels"][PROVE_LABEL] == "break" for doc in documents)
+    assert f"--trainjob-worker-break={given.worker_break}" in pytest_command(
+        given, ["KQ-MK-006"], item.label_value, tmp_path, 0
+    )
+    assert context.restored == []
+
+
+def test_the_child_applies_the_worker_break_once_its_policies_judge(tmp_path, monkeypatch):
+    from trainjob_conformance.prove import worker_break
+
+    settled: list[tuple] = []
+    monkeypatch.setattr(worker_break, "settle", lambda *args: settled.append(args))
+    path = worker_break.write_worker_break(
+        tmp_path / "worker-break.yaml",
+        [
+            {"kind": "MutatingAdmissionPolicy", "metadata": {"name": "b"}},
+            {"kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": "b"}},
+        ],
+    )
+    kube = _RecordingKube()
+
+    applied = worker_break.apply_worker_break(kube, path)  # type: ignore[arg-type]
+
+    assert applied == ["MutatingAdmissionPolicy b", "MutatingAdmissionPolicyBinding b"]
+    assert len(kube.applied) == 2
+    assert [args[-1] for args in settled] == [True]
+    with pytest.raises(ConformanceError, match=r"the worker's break .* cannot be read"):
+        worker_break.apply_worker_break(kube, tmp_path / "absent.yaml")  # type: ignore[arg-type]

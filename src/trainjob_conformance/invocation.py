@@ -31,6 +31,7 @@ KEEP_CLUSTER = "keep-cluster"
 CATALOG = "catalog"
 TEMPLATES = "templates"
 UPGRADE_RECORD = "upgrade-record"
+WORKER_BREAK = "worker-break"
 
 
 def flag(name: str) -> str:
@@ -66,6 +67,9 @@ class PytestInvocation:
     quiet: bool = False
     # `upgrade`'s record of the objects in flight: the UP policies judge them.
     upgrade_record: Path | None = None
+    # `prove`'s break for the MultiKueue worker cluster: admission policies (YAML) that
+    # the child applies to the worker it starts.
+    worker_break: Path | None = None
     extra: tuple[str, ...] = ()  # the user's own pytest arguments, last, so they win
 
     def argv(self) -> list[str]:
@@ -101,6 +105,8 @@ class PytestInvocation:
             command.append(_valued(TIMELINE, self.timeline))
         if self.upgrade_record is not None:
             command.append(_valued(UPGRADE_RECORD, self.upgrade_record))
+        if self.worker_break is not None:
+            command.append(_valued(WORKER_BREAK, self.worker_break))
         if self.report is not None:
             command.append(_valued(REPORT, self.report))
             if self.junit:

@@ -25,6 +25,7 @@ from trainjob_conformance.plugin import peer, stash, timeline
 from trainjob_conformance.plugin.verdicts import PolicyContext
 from trainjob_conformance.policies.catalog import Outcome
 from trainjob_conformance.policies.view import TrainJobView
+from trainjob_conformance.prove.worker_break import apply_worker_break
 from trainjob_conformance.render.overrides import detect_shape
 from trainjob_conformance.render.templates import TemplateSet
 from trainjob_conformance.upgrade.record import UpgradeRecord
@@ -62,15 +63,25 @@ def trainjob_worker_cluster(
     if directory:
         # The controller started it beside the suite (plugin/peer.py) and stops it.
         try:
-            return peer.wait_for_peer(Path(directory))
+            worker = peer.wait_for_peer(Path(directory))
         except (peer.PeerNotStarted, WaitTimeout) as error:
             raise StackBroken.starting("MultiKueue worker cluster", str(error)) from None
-    worker = peer_cluster(trainjob_cluster)
-    request.addfinalizer(worker.down)
-    try:
-        return worker.up()
-    except ConformanceError as error:
-        raise StackBroken.starting("MultiKueue worker cluster", str(error)) from None
+    else:
+        provider = peer_cluster(trainjob_cluster)
+        request.addfinalizer(provider.down)
+        try:
+            worker = provider.up()
+        except ConformanceError as error:
+            raise StackBroken.starting("MultiKueue worker cluster", str(error)) from None
+    worker_break = request.config.stash[stash.SETTINGS].worker_break
+    if worker_break is not None:
+        # prove's break for the worker (prove/worker_break.py); under xdist each
+        # worker process applies the same policies, which changes nothing the second time.
+        try:
+            apply_worker_break(worker.kube, worker_break)
+        except ConformanceError as error:
+            raise StackBroken.starting("MultiKueue worker cluster", str(error)) from None
+    return worker
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from trainjob_conformance.invocation import (
     TEMPLATES,
     TIMELINE,
     UPGRADE_RECORD,
+    WORKER_BREAK,
     flag,
 )
 from trainjob_conformance.paths import suite
@@ -136,6 +137,13 @@ def add_options(parser: pytest.Parser) -> None:
         "the upgrade's policies (UP-*) judge them; without it they are not collected",
     )
     group.addoption(
+        flag(WORKER_BREAK),
+        type=Path,
+        default=None,
+        help="admission policies (YAML) to apply to the MultiKueue worker cluster once it "
+        "is up: how `prove` breaks a policy on the worker",
+    )
+    group.addoption(
         flag(RUN_DIR),
         type=Path,
         default=None,
@@ -163,6 +171,7 @@ class Settings:
     policies: tuple[str, ...] = ()  # only these policies' tests run (empty: all)
     record: bool = False
     upgrade_record: Path | None = None  # where an upgrade's objects in flight are recorded
+    worker_break: Path | None = None  # prove's admission policies for the worker cluster
 
     @property
     def profile(self) -> str:
@@ -223,6 +232,7 @@ def read_settings(config: pytest.Config) -> Settings:
         policies=tuple(config.getoption(flag(POLICY)) or ()),
         record=bool(config.getoption(flag(RECORD))),
         upgrade_record=_resolved(config.getoption(flag(UPGRADE_RECORD))),
+        worker_break=_resolved(config.getoption(flag(WORKER_BREAK))),
     )
 
 

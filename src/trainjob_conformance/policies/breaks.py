@@ -36,7 +36,12 @@ _REQUIRED = {
     STAND_IN: ("description", "action"),
 }
 # Keys a kind may have beside its required ones.
-_OPTIONAL = {CRD: ("probe_update",), WEBHOOK: ("probe_defaults",)}
+_OPTIONAL = {CRD: ("probe_update",), WEBHOOK: ("probe_defaults",), ADMISSION: ("cluster",)}
+# admission: which cluster takes the policies. The worker is the MultiKueue worker each
+# pytest child starts for itself, so its break goes with it (prove/worker_break.py).
+MANAGER_CLUSTER = "manager"
+WORKER_CLUSTER = "worker"
+CLUSTERS = (MANAGER_CLUSTER, WORKER_CLUSTER)
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,11 @@ class Break:
     probe_defaults: str = ""
     component: str = ""  # manager: the component whose manager is stopped (jobset, kueue, ...)
     action: str = ""  # stand-in: what the harness does in the faulty upgrade's place
+    cluster: str = MANAGER_CLUSTER  # admission: manager, or the MultiKueue worker
+
+    @property
+    def on_worker(self) -> bool:
+        return self.cluster == WORKER_CLUSTER
 
     @property
     def scoped(self) -> bool:
@@ -108,6 +118,10 @@ def load_breaks(path: Path, prefix: str = "") -> dict[str, Break]:
         if missing or unknown:
             what = f"lacks {', '.join(missing)}" if missing else f"has unknown {', '.join(unknown)}"
             raise ConformanceError(f"{path}: break {name} ({kind}) {what}")
+        if entry.get("cluster", MANAGER_CLUSTER) not in CLUSTERS:
+            raise ConformanceError(
+                f"{path}: break {name}: cluster {entry['cluster']!r} (one of {', '.join(CLUSTERS)})"
+            )
         full = f"{prefix}/{name}" if prefix else str(name)
         fields = {key: str(value) for key, value in entry.items() if key != "kind"}
         breaks[full] = Break(name=full, kind=kind, **fields)

@@ -98,12 +98,16 @@ class AppliedBreak:
         self.namespace = probe_namespace(item)
         self._written: list[dict[str, Any]] = []
         self._original: dict[str, Any] | None = None
+        # A break on the MultiKueue worker: its policies, for the children to apply.
+        self.worker_documents: list[dict[str, Any]] = []
 
     # -- apply ------------------------------------------------------------
 
     def apply(self) -> None:
         self._make_probe_namespace()
-        if self.item.kind == ADMISSION:
+        if self.item.kind == ADMISSION and self.item.on_worker:
+            self.worker_documents = self._labelled_documents()
+        elif self.item.kind == ADMISSION:
             self._apply_admission()
         elif self.item.kind == WEBHOOK:
             self._expect_probe("refused", before=True)
@@ -122,7 +126,8 @@ class AppliedBreak:
         """Undo the break; what could not be restored, one line each (empty: all restored)."""
         problems: list[str] = []
         try:
-            if self.item.kind == ADMISSION:
+            # A worker's break goes with the worker, which each child deletes.
+            if self.item.kind == ADMISSION and not self.item.on_worker:
                 problems += self._revert_admission()
             elif self.item.kind == WEBHOOK and self._original is not None:
                 problems += self._restore_webhook()
@@ -154,11 +159,15 @@ class AppliedBreak:
 
     # -- admission policies -----------------------------------------------
 
-    def _apply_admission(self) -> None:
+    def _labelled_documents(self) -> list[dict[str, Any]]:
         documents = self.item.render(self.item.manifests, **self.variables)
         for document in documents:
             labels = document.setdefault("metadata", {}).setdefault("labels", {})
             labels[PROVE_LABEL] = "break"
+        return documents
+
+    def _apply_admission(self) -> None:
+        for document in self._labelled_documents():
             self.kube.apply(document)
             self._written.append(document)
         for mutating in self._kinds_written():

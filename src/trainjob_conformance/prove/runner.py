@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from trainjob_conformance.policies.catalog import Policy
 from trainjob_conformance.prove.breaking import AppliedBreak, cannot_host
 from trainjob_conformance.prove.plan import Plan, Step
 from trainjob_conformance.prove.table import DETECTED, ERROR, MISSED, NOT_RUN, Row
+from trainjob_conformance.prove.worker_break import write_worker_break
 from trainjob_conformance.report.model import ERROR as ERROR_WORD
 from trainjob_conformance.report.model import (
     FAIL,
@@ -68,6 +69,8 @@ class ChildSettings:
     extra: tuple[str, ...] = ()
     # `upgrade`'s judges: the record of the objects in flight (the UP policies).
     upgrade_record: Path | None = None
+    # A break's admission policies for the MultiKueue worker each child starts.
+    worker_break: Path | None = None
 
 
 @dataclass
@@ -138,6 +141,7 @@ def pytest_command(
         namespace_labels=() if label == "baseline" or not labelled else (f"{BREAK_LABEL}={label}",),
         quiet=True,
         upgrade_record=settings.upgrade_record,
+        worker_break=settings.worker_break,
         extra=settings.extra,
     ).argv()
 
@@ -241,10 +245,16 @@ def run_step(context: StepContext, step: Step) -> list[Row]:
     applied = AppliedBreak(context.kube, item, context.variables, context.settings.kubeconfig)
     try:
         applied.apply()
+        settings = context.settings
+        if applied.worker_documents:
+            where = context.settings.out / item.label_value / "worker-break.yaml"
+            settings = replace(
+                settings, worker_break=write_worker_break(where, applied.worker_documents)
+            )
         context.progress(f"break {item.name}: in effect; running {len(runnable)} policies")
         report = run_policies(
             context.children,
-            context.settings,
+            settings,
             [t.policy for t in runnable],
             item.label_value,
             # Most of a broken run is spent in waits running out: side by side.
