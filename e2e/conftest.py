@@ -217,6 +217,7 @@ def kueue_queue(trainjob_view: TrainJobView, trainjob_templates) -> Callable[...
         cpu: str = "8",
         memory: str = "32Gi",
         admission_checks: tuple[str, ...] = (),
+        preemption: str = "",
     ) -> str:
         render = trainjob_templates.render_one
         if topology is not None:
@@ -238,6 +239,7 @@ def kueue_queue(trainjob_view: TrainJobView, trainjob_templates) -> Callable[...
                 cpu=cpu,
                 memory=memory,
                 admission_checks=list(admission_checks),
+                preemption=preemption,
             )
         )
         trainjob_view.create(

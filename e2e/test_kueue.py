@@ -832,10 +832,10 @@ def worker_connected(view, name):
         ) from None
 
 
-def worker_queue(worker, runtime):
+def worker_queue(worker, runtime, **runtime_params):
     """On the worker: the same runtime and a LocalQueue named `queue` with a quota of its own."""
     namespace = worker.namespace
-    worker.create(worker.render("clustertrainingruntime", name=runtime))
+    worker.create(worker.render("clustertrainingruntime", name=runtime, **runtime_params))
     worker.create(worker.render("resourceflavor", name=namespace))
     worker.create(
         worker.render("clusterqueue", name=namespace, namespace=namespace, flavor=namespace)
@@ -845,10 +845,11 @@ def worker_queue(worker, runtime):
     )
 
 
-def multikueue_to(view, worker, runtime):
-    """The worker ready to run `runtime`'s TrainJobs, and the MultiKueue check that
-    sends them there, once Kueue is connected to it and the check is Active."""
-    worker_queue(worker, runtime)
+def multikueue_to(view, worker, runtime, **runtime_params):
+    """The worker ready to run `runtime`'s TrainJobs (made there with `runtime_params`),
+    and the MultiKueue check that sends them there, once Kueue is connected to it and
+    the check is Active."""
+    worker_queue(worker, runtime, **runtime_params)
     check = multikueue_check(view, f"{view.namespace}-worker", worker.cluster.kubeconfig)
     worker_connected(view, f"{view.namespace}-worker")
     view.wait_for_condition(ADMISSION_CHECK, check, "Active")
@@ -1050,3 +1051,103 @@ def test_multikueue_leaves_a_workers_own_trainjob_of_the_same_name_alone(
             "MultiKueue acted on the worker's own TrainJob shared, which it did not create: "
             + ("; ".join(touched) or "it is gone")
         )
+
+
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+# One TrainJob of one Pod this size fits the manager's quota of 1 CPU; two do not.
+ONE_OF_ONE_CPU = {"requests": {"cpu": "600m", "memory": "256Mi"}}
+# How long MultiKueue has to carry out a preemption decided on the manager.
+PREEMPTION_SECONDS = 60
+
+
+def priority_class(view, name, value):
+    view.create(view.render("workloadpriorityclass", name=name, value=value))
+    return name
+
+
+def submit_with_priority(view, runtime, queue, name, priority):
+    return view.create_trainjob(
+        name,
+        runtime=runtime,
+        queue_name=queue,
+        num_nodes=1,
+        resources_per_node=ONE_OF_ONE_CPU,
+        labels={PRIORITY_CLASS_LABEL: priority},
+    )
+
+
+def preemption_carried_out(view, worker, preempted, preemptor):
+    """What is still missing of a preemption on the manager: the preempted TrainJob's copy
+    gone from the worker, its Workload without quota, the preemptor's copy on the worker."""
+
+    def probe():
+        missing = []
+        if worker.find(TRAINJOB, preempted) is not None:
+            missing.append(f"TrainJob {preempted} is still on the worker")
+        (workload,) = workloads_of(view, preempted)
+        reserved = condition(workload, "QuotaReserved")
+        if reserved.get("status") == "True":
+            missing.append(f"the manager's Workload of {preempted} still holds quota")
+        if worker.find(TRAINJOB, preemptor) is None:
+            missing.append(f"TrainJob {preemptor} is not on the worker")
+        return not missing or NotYet("; ".join(missing))
+
+    return probe
+
+
+def evicted_workload(view, trainjob):
+    def probe():
+        found = workloads_of(view, trainjob)
+        evicted = condition(found[0], "Evicted") if len(found) == 1 else {}
+        return (
+            evicted
+            if evicted.get("status") == "True"
+            else NotYet(f"Evicted: {evicted or 'absent'}")
+        )
+
+    return probe
+
+
+@pytest.mark.policy("KQ-MK-007")
+def test_a_preemption_on_the_manager_takes_the_trainjob_off_the_worker(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, multikueue_worker
+):
+    view, worker = trainjob_view, multikueue_worker
+    # Held: the preempted TrainJob must still be running on the worker when it is preempted.
+    runtime = training_runtime(hold=True)
+    check = multikueue_to(view, worker, runtime, hold=True)
+    # Cluster-wide, and a label value: named by the namespace's own suffix.
+    suffix = view.namespace.rsplit("-", 1)[-1]
+    low = priority_class(view, f"tjc-{suffix}-low", 100)
+    high = priority_class(view, f"tjc-{suffix}-high", 1000)
+    queue = kueue_queue(admission_checks=(check,), cpu="1", preemption="LowerPriority")
+
+    submit_with_priority(view, runtime, queue, "low", low)
+    worker.wait("TrainJob low on the worker", lambda: worker.find(TRAINJOB, "low"))
+    submit_with_priority(view, runtime, queue, "high", high)
+    evicted = view.wait(
+        "the manager's Workload of TrainJob low to be evicted for TrainJob high",
+        evicted_workload(view, "low"),
+    )
+    trainjob_policy.gap_exercised(
+        "Kueue evicted the Workload of TrainJob low on the manager "
+        f"({evicted.get('reason')}: {evicted.get('message')})"
+    )
+
+    with trainjob_policy.holds():
+        carried_out = preemption_carried_out(view, worker, "low", "high")
+        try:
+            view.wait(
+                "the preemption to be carried out on the worker",
+                carried_out,
+                timeout=PREEMPTION_SECONDS,
+            )
+        except WaitTimeout as timeout:
+            # The reason names what is still missing; the wait's own text (with the
+            # diagnostics) follows it.
+            left = carried_out()
+            why = left.why if isinstance(left, NotYet) else "it was carried out only just after"
+            raise AssertionError(
+                f"{PREEMPTION_SECONDS} s after Kueue evicted TrainJob low on the manager: {why}"
+                f"\n{timeout}"
+            ) from None
