@@ -832,24 +832,30 @@ def worker_connected(view, name):
         ) from None
 
 
-def worker_queue(worker, runtime, **runtime_params):
-    """On the worker: the same runtime and a LocalQueue named `queue` with a quota of its own."""
+def worker_queue(worker, runtime, queue_params=None, **runtime_params):
+    """On the worker: the same runtime (made with `runtime_params`) and a LocalQueue named
+    `queue` with a quota of its own (its ClusterQueue made with `queue_params`)."""
     namespace = worker.namespace
     worker.create(worker.render("clustertrainingruntime", name=runtime, **runtime_params))
     worker.create(worker.render("resourceflavor", name=namespace))
     worker.create(
-        worker.render("clusterqueue", name=namespace, namespace=namespace, flavor=namespace)
+        worker.render(
+            "clusterqueue",
+            name=namespace,
+            namespace=namespace,
+            flavor=namespace,
+            **(queue_params or {}),
+        )
     )
     worker.create(
         worker.render("localqueue", name="queue", namespace=namespace, cluster_queue=namespace)
     )
 
 
-def multikueue_to(view, worker, runtime, **runtime_params):
-    """The worker ready to run `runtime`'s TrainJobs (made there with `runtime_params`),
-    and the MultiKueue check that sends them there, once Kueue is connected to it and
-    the check is Active."""
-    worker_queue(worker, runtime, **runtime_params)
+def multikueue_to(view, worker, runtime, queue_params=None, **runtime_params):
+    """The worker ready to run `runtime`'s TrainJobs (see worker_queue), and the MultiKueue
+    check that sends them there, once Kueue is connected to it and the check is Active."""
+    worker_queue(worker, runtime, queue_params, **runtime_params)
     check = multikueue_check(view, f"{view.namespace}-worker", worker.cluster.kubeconfig)
     worker_connected(view, f"{view.namespace}-worker")
     view.wait_for_condition(ADMISSION_CHECK, check, "Active")
@@ -1060,9 +1066,15 @@ ONE_OF_ONE_CPU = {"requests": {"cpu": "600m", "memory": "256Mi"}}
 PREEMPTION_SECONDS = 60
 
 
-def priority_class(view, name, value):
-    view.create(view.render("workloadpriorityclass", name=name, value=value))
-    return name
+def low_and_high_priority(*views):
+    """Two WorkloadPriorityClasses, low (100) and high (1000), on each cluster of `views`:
+    cluster-wide and named in a label value, so named by the namespace's own suffix."""
+    suffix = views[0].namespace.rsplit("-", 1)[-1]
+    names = (f"tjc-{suffix}-low", f"tjc-{suffix}-high")
+    for view in views:
+        for name, value in zip(names, (100, 1000), strict=True):
+            view.create(view.render("workloadpriorityclass", name=name, value=value))
+    return names
 
 
 def submit_with_priority(view, runtime, queue, name, priority):
@@ -1116,10 +1128,7 @@ def test_a_preemption_on_the_manager_takes_the_trainjob_off_the_worker(
     # Held: the preempted TrainJob must still be running on the worker when it is preempted.
     runtime = training_runtime(hold=True)
     check = multikueue_to(view, worker, runtime, hold=True)
-    # Cluster-wide, and a label value: named by the namespace's own suffix.
-    suffix = view.namespace.rsplit("-", 1)[-1]
-    low = priority_class(view, f"tjc-{suffix}-low", 100)
-    high = priority_class(view, f"tjc-{suffix}-high", 1000)
+    low, high = low_and_high_priority(view)
     queue = kueue_queue(admission_checks=(check,), cpu="1", preemption="LowerPriority")
 
     submit_with_priority(view, runtime, queue, "low", low)
@@ -1150,4 +1159,88 @@ def test_a_preemption_on_the_manager_takes_the_trainjob_off_the_worker(
             raise AssertionError(
                 f"{PREEMPTION_SECONDS} s after Kueue evicted TrainJob low on the manager: {why}"
                 f"\n{timeout}"
+            ) from None
+
+
+def evicted_on_the_worker(worker, workload):
+    def probe():
+        found = worker.find(WORKLOAD, workload)
+        evicted = condition(found, "Evicted") if found else {}
+        return (
+            (found, evicted)
+            if evicted.get("status") == "True"
+            else NotYet(f"Evicted: {evicted or 'absent'}" if found else "no copy on the worker")
+        )
+
+    return probe
+
+
+def evicted_and_sent_again(view, worker, trainjob, workload, first_uid):
+    """What is still missing of the manager's answer to an eviction on the worker: its own
+    Workload no longer Admitted, and a new copy of it on the worker."""
+
+    def probe():
+        missing = []
+        (local,) = workloads_of(view, trainjob)
+        if condition(local, "Admitted").get("status") == "True":
+            missing.append(f"the manager's Workload {workload} is still Admitted")
+        copy = worker.find(WORKLOAD, workload)
+        if copy is None or copy["metadata"]["uid"] == first_uid:
+            missing.append(
+                f"no new copy of Workload {workload} on the worker"
+                + (" (the evicted one is still there)" if copy else "")
+            )
+        return not missing or NotYet("; ".join(missing))
+
+    return probe
+
+
+@pytest.mark.policy("KQ-MK-008")
+def test_an_eviction_on_the_worker_sends_the_trainjob_out_again(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, multikueue_worker
+):
+    view, worker = trainjob_view, multikueue_worker
+    # Held: the TrainJob must still be running on the worker when the worker preempts it.
+    runtime = training_runtime(hold=True)
+    # The worker's quota fits one TrainJob, and a higher priority preempts a lower one there.
+    check = multikueue_to(
+        view, worker, runtime, {"cpu": "1", "preemption": "LowerPriority"}, hold=True
+    )
+    low, high = low_and_high_priority(view, worker)
+    queue = kueue_queue(admission_checks=(check,))
+
+    submit_with_priority(view, runtime, queue, "low", low)
+    workload = wait_workload(view, "low")["metadata"]["name"]
+    first = worker.wait(
+        "TrainJob low's Workload copy on the worker to be admitted",
+        lambda: (
+            condition(copy := worker.find(WORKLOAD, workload) or {}, "Admitted").get("status")
+            == "True"
+            and copy
+        ),
+    )
+    # The worker's own TrainJob, queued there at a higher priority: the worker preempts.
+    submit_with_priority(worker, runtime, "queue", "high", high)
+    _, evicted = worker.wait(
+        f"the worker to evict its copy of Workload {workload}",
+        evicted_on_the_worker(worker, workload),
+    )
+    trainjob_policy.gap_exercised(
+        f"the worker evicted its copy of Workload {workload} "
+        f"({evicted.get('reason')}: {evicted.get('message')})"
+    )
+
+    with trainjob_policy.holds():
+        answered = evicted_and_sent_again(view, worker, "low", workload, first["metadata"]["uid"])
+        try:
+            view.wait(
+                "the manager to evict TrainJob low and send it out again",
+                answered,
+                timeout=PREEMPTION_SECONDS,
+            )
+        except WaitTimeout as timeout:
+            left = answered()
+            why = left.why if isinstance(left, NotYet) else "it did only just after"
+            raise AssertionError(
+                f"{PREEMPTION_SECONDS} s after the worker evicted TrainJob low: {why}\n{timeout}"
             ) from None
