@@ -1211,14 +1211,7 @@ def test_an_eviction_on_the_worker_sends_the_trainjob_out_again(
 
     submit_with_priority(view, runtime, queue, "low", low)
     workload = wait_workload(view, "low")["metadata"]["name"]
-    first = worker.wait(
-        "TrainJob low's Workload copy on the worker to be admitted",
-        lambda: (
-            condition(copy := worker.find(WORKLOAD, workload) or {}, "Admitted").get("status")
-            == "True"
-            and copy
-        ),
-    )
+    first = worker.wait_for_condition(WORKLOAD, workload, "Admitted")
     # The worker's own TrainJob, queued there at a higher priority: the worker preempts.
     submit_with_priority(worker, runtime, "queue", "high", high)
     _, evicted = worker.wait(
