@@ -94,3 +94,56 @@ def test_kueue_built_for_trainer_2_1_under_trainer_2_3_is_named():
         "kueue v0.16.6 reads TrainJob spec.podTemplateOverrides (it is built against trainer "
         "v2.1.0); trainer v2.3.0's TrainJob CRD has no such field"
     )
+
+
+TEMPLATE_SCHEMA = {
+    "properties": {
+        "replicatedJobs": {
+            "items": {
+                "required": ["template"],
+                "properties": {
+                    "groupName": {"default": "default"},
+                    "template": {"properties": {"mode": {"default": "Indexed"}}},
+                    "optionalThing": {"properties": {"deep": {"default": "x"}}},
+                },
+            }
+        },
+        "volumeClaimPolicies": {"items": {"properties": {"when": {"default": "Delete"}}}},
+    }
+}
+
+
+def test_only_defaults_every_object_gets_count():
+    """A default under an optional parent (a policy list nobody sets, an object left
+    out) is written only where that parent is; replicated jobs are in every runtime."""
+    from trainjob_conformance.stack.skew import defaulted_paths
+
+    found = defaulted_paths(TEMPLATE_SCHEMA, frozenset({"replicatedJobs"}))
+
+    assert found == [
+        ("replicatedJobs", "[]", "groupName"),
+        ("replicatedJobs", "[]", "template", "mode"),
+    ]
+    assert defaulted_paths(TEMPLATE_SCHEMA) == []
+
+
+def test_a_path_is_declared_down_to_its_end_or_where_unknown_fields_are_kept():
+    from trainjob_conformance.stack.skew import declares
+
+    target = {"properties": {"replicatedJobs": {"items": {"properties": {"template": {}}}}}}
+    assert declares(target, ("replicatedJobs", "[]", "template"))
+    assert not declares(target, ("replicatedJobs", "[]", "groupName"))
+    kept = {"properties": {"replicatedJobs": {"x-kubernetes-preserve-unknown-fields": True}}}
+    assert declares(kept, ("replicatedJobs", "[]", "groupName"))
+
+
+def test_trainer_2_1_under_jobset_0_8_is_named_for_the_group_name_its_runtimes_default():
+    """Seen on 2026-11-29: every JobSet apply refused, "field not declared in schema"."""
+    found = skews({"trainer": "v2.1.0", "jobset": "v0.8.2"})
+
+    assert [s.line() for s in found] == [
+        "trainer v2.1.0 writes JobSet spec.replicatedJobs[].groupName, which its CRD's "
+        "template defaults (it is built against jobset v0.10.1); jobset v0.8.2's JobSet CRD "
+        "has no such field"
+    ]
+    assert skews({"trainer": "v2.1.0", "jobset": "v0.10.1"}) == []

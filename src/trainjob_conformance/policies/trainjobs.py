@@ -11,6 +11,8 @@ from trainjob_conformance.policies.view import TrainJobView
 EXAMPLE_GATES = ["example.com/gate-a", "example.com/gate-b"]
 KUEUE_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+# Where Kueue v0.14 notes the index of its first podSpecOverrides entry on a TrainJob.
+KUEUE_OVERRIDE_INDEX = "kueue.x-k8s.io/trainjob-override-idx"
 
 
 def submit_gated(
@@ -38,7 +40,9 @@ def kueue_pod_template_patch(
 
     From Trainer v2.2 Kueue owns the runtime patch with manager
     kueue.x-k8s.io/manager; before, it appends podTemplateOverrides entries it
-    marks with the kueue.x-k8s.io/podset label. None when there is neither.
+    marks with the kueue.x-k8s.io/podset label; for Trainer v2.0 (Kueue v0.14) it
+    appends podSpecOverrides entries, which carry no labels, from the index it notes
+    in the kueue.x-k8s.io/trainjob-override-idx annotation. None when there is none.
     """
     for patch in trainjob["spec"].get("runtimePatches") or []:
         if patch.get("manager") != KUEUE_PATCH_MANAGER:
@@ -53,6 +57,22 @@ def kueue_pod_template_patch(
         targets = [t.get("name") for t in override.get("targetJobs") or []]
         if labels.get(KUEUE_PODSET_LABEL) and replicated_job in targets:
             return {"metadata": override.get("metadata") or {}, "spec": override.get("spec") or {}}
+    return _kueue_pod_spec_override(trainjob, replicated_job)
+
+
+def _kueue_pod_spec_override(
+    trainjob: dict[str, Any], replicated_job: str
+) -> dict[str, Any] | None:
+    """Kueue v0.14's podSpecOverrides entry for a replicated job, as a pod template."""
+    first = (trainjob["metadata"].get("annotations") or {}).get(KUEUE_OVERRIDE_INDEX)
+    if first is None or not first.isdigit():
+        return None
+    for override in (trainjob["spec"].get("podSpecOverrides") or [])[int(first) :]:
+        if replicated_job in [t.get("name") for t in override.get("targetJobs") or []]:
+            return {
+                "metadata": {},
+                "spec": {k: v for k, v in override.items() if k != "targetJobs"},
+            }
     return None
 
 

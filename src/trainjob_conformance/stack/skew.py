@@ -11,6 +11,15 @@ skew, named in one line before any cluster starts, instead of a TrainJob that
 is never admitted and a wait that times out minutes later. Only the spec's top
 level is compared: it is where the override field changed its name
 (podSpecOverrides, podTemplateOverrides, runtimePatches).
+
+A manager that copies a template of another product's kind into that kind's
+objects writes every field its own CRD defaults in the template: the Trainer's
+runtimes hold a JobSet spec, built on the JobSet release of its go.mod, and
+each JobSet it applies carries what that schema defaults. A defaulted field
+the installed JobSet CRD does not declare is refused by the API server (on
+2026-11-29 Trainer v2.1.0 under JobSet v0.8.2: `spec.replicatedJobs[].groupName`,
+"field not declared in schema", and no JobSet is ever made). These are found
+at any depth of the template's schema.
 """
 
 from __future__ import annotations
@@ -63,6 +72,35 @@ READERS = (
 
 
 @dataclass(frozen=True)
+class Template:
+    """A manager's CRD that holds a template of another product's kind, which the
+    manager copies into that kind's objects."""
+
+    component: str  # the manager that writes (trainer)
+    crd_file: str  # under its module: the CRD with the template
+    template: tuple[str, ...]  # properties from that CRD's spec down to the template's spec
+    # Dotted paths in the template's spec that every template has, though not required.
+    present: frozenset[str]
+    target: str  # the product whose objects it writes (jobset)
+    kind: str
+    target_crd_file: str  # under the target's module: the kind's CRD
+
+
+TEMPLATES = (
+    Template(
+        "trainer",
+        "manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+        ("template", "spec"),
+        # A runtime without replicated jobs makes no Pods.
+        frozenset({"replicatedJobs"}),
+        _JOBSET["target"],
+        _JOBSET["kind"],
+        _JOBSET["crd_file"],
+    ),
+)
+
+
+@dataclass(frozen=True)
 class Skew:
     reader: str
     reader_version: str
@@ -70,13 +108,20 @@ class Skew:
     target: str
     target_version: str
     kind: str
-    field: str  # the spec field's JSON name
+    field: str  # the spec field's JSON name (a path, `[]` for list items, for a default)
+    # How the reader comes to use it: it reads it, or its template's schema defaults it.
+    use: str = "reads"
 
     def line(self) -> str:
+        how = (
+            f"writes {self.kind} spec.{self.field}, which its CRD's template defaults"
+            if self.use == "defaults"
+            else f"reads {self.kind} spec.{self.field}"
+        )
         return (
-            f"{self.reader} {self.reader_version} reads {self.kind} spec.{self.field} "
-            f"(it is built against {self.target} {self.built_against}); {self.target} "
-            f"{self.target_version}'s {self.kind} CRD has no such field"
+            f"{self.reader} {self.reader_version} {how} (it is built against {self.target} "
+            f"{self.built_against}); {self.target} {self.target_version}'s {self.kind} CRD "
+            "has no such field"
         )
 
 
@@ -133,6 +178,74 @@ def crd_spec_fields(crd_text: str) -> set[str]:
     return found
 
 
+def served_spec_schemas(crd_text: str) -> list[dict]:
+    """The spec schema of every served version of a CRD."""
+    found = []
+    for document in yaml.load_all(crd_text, Loader=_LOADER):
+        if not document or document.get("kind") != "CustomResourceDefinition":
+            continue
+        for version in document["spec"]["versions"]:
+            if version.get("served"):
+                schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+                found.append((schema.get("properties") or {}).get("spec") or {})
+    return found
+
+
+def _below(node: dict, part: str) -> dict | None:
+    """The schema of a property (`[]`: a list's items) under `node`, None where it has none."""
+    if part == "[]":
+        return node.get("items")
+    return (node.get("properties") or {}).get(part)
+
+
+def defaulted_paths(
+    schema: dict, present: frozenset[str] = frozenset(), prefix: tuple[str, ...] = ()
+) -> list[tuple[str, ...]]:
+    """Every property path under a schema whose node has a default that every object
+    gets: the API server defaults a field only where its parent object exists, so the
+    walk goes down only through properties that are always there (required by their
+    parent, defaulted, or named in `present`) and the items of lists."""
+    found = []
+    required = set(schema.get("required") or ())
+    for part, child in sorted((schema.get("properties") or {}).items()):
+        path = (*prefix, part)
+        if "default" in child:
+            found.append(path)
+        if part in required or "default" in child or ".".join(path) in present:
+            found += defaulted_paths(child, present, path)
+            if "items" in child:
+                found += defaulted_paths(child["items"], present, (*path, "[]"))
+    return found
+
+
+def declares(schema: dict, path: tuple[str, ...]) -> bool:
+    """Whether a schema declares a property path (or keeps unknown fields on its way)."""
+    node: dict | None = schema
+    for part in path:
+        if node is None:
+            return False
+        if node.get("x-kubernetes-preserve-unknown-fields"):
+            return True
+        node = _below(node, part)
+    return node is not None
+
+
+def template_defaults_missing(
+    template_crd: str, template: tuple[str, ...], present: frozenset[str], target_crd: str
+) -> set[str]:
+    """Paths the template's schema defaults that a served version of the target CRD lacks."""
+    missing: set[str] = set()
+    targets = served_spec_schemas(target_crd)
+    for spec in served_spec_schemas(template_crd):
+        node: dict | None = spec
+        for part in template:
+            node = _below(node, part) if node is not None else None
+        for path in defaulted_paths(node or {}, present):
+            if any(not declares(target, path) for target in targets):
+                missing.add(".".join(path).replace(".[]", "[]"))
+    return missing
+
+
 @cache
 def _source(key: str, version: str) -> Path:
     return module_source(key, version)
@@ -171,5 +284,36 @@ def skews(versions: Mapping[str, str]) -> list[Skew]:
                 field,
             )
             for field in sorted(used - installed)
+        ]
+    return found + _template_skews(versions)
+
+
+def _template_skews(versions: Mapping[str, str]) -> list[Skew]:
+    found = []
+    for template in TEMPLATES:
+        if template.component not in versions or template.target not in versions:
+            continue
+        writer_version, target_version = versions[template.component], versions[template.target]
+        writer_source = _source(template.component, writer_version)
+        target_module = component(template.target).module
+        built_against = required_version((writer_source / "go.mod").read_text(), target_module)
+        missing = template_defaults_missing(
+            (writer_source / template.crd_file).read_text(),
+            template.template,
+            template.present,
+            (_source(template.target, target_version) / template.target_crd_file).read_text(),
+        )
+        found += [
+            Skew(
+                template.component,
+                writer_version,
+                built_against or "?",
+                template.target,
+                target_version,
+                template.kind,
+                field,
+                use="defaults",
+            )
+            for field in sorted(missing)
         ]
     return found
