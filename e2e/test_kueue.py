@@ -1088,6 +1088,17 @@ def submit_with_priority(view, runtime, queue, name, priority):
     )
 
 
+def happens_within(view, description, probe, seconds, after):
+    """Wait for `probe`; on timeout, fail with what it still misses first (the reason a
+    report shows), then the wait's own text with the diagnostics."""
+    try:
+        view.wait(description, probe, timeout=seconds)
+    except WaitTimeout as timeout:
+        left = probe()
+        why = left.why if isinstance(left, NotYet) else "it did only just after"
+        raise AssertionError(f"{seconds} s after {after}: {why}\n{timeout}") from None
+
+
 def preemption_carried_out(view, worker, preempted, preemptor):
     """What is still missing of a preemption on the manager: the preempted TrainJob's copy
     gone from the worker, its Workload without quota, the preemptor's copy on the worker."""
@@ -1144,22 +1155,13 @@ def test_a_preemption_on_the_manager_takes_the_trainjob_off_the_worker(
     )
 
     with trainjob_policy.holds():
-        carried_out = preemption_carried_out(view, worker, "low", "high")
-        try:
-            view.wait(
-                "the preemption to be carried out on the worker",
-                carried_out,
-                timeout=PREEMPTION_SECONDS,
-            )
-        except WaitTimeout as timeout:
-            # The reason names what is still missing; the wait's own text (with the
-            # diagnostics) follows it.
-            left = carried_out()
-            why = left.why if isinstance(left, NotYet) else "it was carried out only just after"
-            raise AssertionError(
-                f"{PREEMPTION_SECONDS} s after Kueue evicted TrainJob low on the manager: {why}"
-                f"\n{timeout}"
-            ) from None
+        happens_within(
+            view,
+            "the preemption to be carried out on the worker",
+            preemption_carried_out(view, worker, "low", "high"),
+            PREEMPTION_SECONDS,
+            after="Kueue evicted TrainJob low on the manager",
+        )
 
 
 def evicted_on_the_worker(worker, workload):
@@ -1175,21 +1177,23 @@ def evicted_on_the_worker(worker, workload):
     return probe
 
 
-def evicted_and_sent_again(view, worker, trainjob, workload, first_uid):
-    """What is still missing of the manager's answer to an eviction on the worker: its own
-    Workload no longer Admitted, and a new copy of it on the worker."""
+def evicted_and_sent_again(view, worker, trainjob, check, workload):
+    """What is still missing of the manager's answer to an eviction on the worker: its
+    Workload no longer Admitted, its MultiKueue check taken back from Ready, and a copy
+    of it waiting on the worker again (the evicted one requeued, or a new one)."""
 
     def probe():
         missing = []
         (local,) = workloads_of(view, trainjob)
         if condition(local, "Admitted").get("status") == "True":
             missing.append(f"the manager's Workload {workload} is still Admitted")
+        if check_states(local).get(check) == "Ready":
+            missing.append(f"its MultiKueue check {check} is still Ready")
         copy = worker.find(WORKLOAD, workload)
-        if copy is None or copy["metadata"]["uid"] == first_uid:
-            missing.append(
-                f"no new copy of Workload {workload} on the worker"
-                + (" (the evicted one is still there)" if copy else "")
-            )
+        if copy is None:
+            missing.append(f"no copy of Workload {workload} on the worker")
+        elif condition(copy, "Admitted").get("status") == "True":
+            missing.append(f"the worker's copy of Workload {workload} is Admitted again")
         return not missing or NotYet("; ".join(missing))
 
     return probe
@@ -1211,7 +1215,7 @@ def test_an_eviction_on_the_worker_sends_the_trainjob_out_again(
 
     submit_with_priority(view, runtime, queue, "low", low)
     workload = wait_workload(view, "low")["metadata"]["name"]
-    first = worker.wait_for_condition(WORKLOAD, workload, "Admitted")
+    worker.wait_for_condition(WORKLOAD, workload, "Admitted")
     # The worker's own TrainJob, queued there at a higher priority: the worker preempts.
     submit_with_priority(worker, runtime, "queue", "high", high)
     _, evicted = worker.wait(
@@ -1224,16 +1228,10 @@ def test_an_eviction_on_the_worker_sends_the_trainjob_out_again(
     )
 
     with trainjob_policy.holds():
-        answered = evicted_and_sent_again(view, worker, "low", workload, first["metadata"]["uid"])
-        try:
-            view.wait(
-                "the manager to evict TrainJob low and send it out again",
-                answered,
-                timeout=PREEMPTION_SECONDS,
-            )
-        except WaitTimeout as timeout:
-            left = answered()
-            why = left.why if isinstance(left, NotYet) else "it did only just after"
-            raise AssertionError(
-                f"{PREEMPTION_SECONDS} s after the worker evicted TrainJob low: {why}\n{timeout}"
-            ) from None
+        happens_within(
+            view,
+            "the manager to evict TrainJob low and send it out again",
+            evicted_and_sent_again(view, worker, "low", check, workload),
+            PREEMPTION_SECONDS,
+            after="the worker evicted TrainJob low",
+        )

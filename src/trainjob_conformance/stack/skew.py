@@ -251,6 +251,16 @@ def _source(key: str, version: str) -> Path:
     return module_source(key, version)
 
 
+def _built_against(name: str, version: str, target: str) -> tuple[Path, str]:
+    """A release's source, and the release of `target` its go.mod requires."""
+    source = _source(name, version)
+    target_module = component(target).module
+    built_against = required_version((source / "go.mod").read_text(), target_module)
+    if built_against is None:
+        raise ConformanceError(f"{name} {version}'s go.mod requires no {target_module}")
+    return source, built_against
+
+
 def skews(versions: Mapping[str, str]) -> list[Skew]:
     """Every field a manager of `versions` reads that its peer's CRD lacks."""
     found = []
@@ -258,13 +268,9 @@ def skews(versions: Mapping[str, str]) -> list[Skew]:
         if reader.component not in versions or reader.target not in versions:
             continue
         reader_version, target_version = versions[reader.component], versions[reader.target]
-        reader_source = _source(reader.component, reader_version)
-        target_module = component(reader.target).module
-        built_against = required_version((reader_source / "go.mod").read_text(), target_module)
-        if built_against is None:
-            raise ConformanceError(
-                f"{reader.component} {reader_version}'s go.mod requires no {target_module}"
-            )
+        reader_source, built_against = _built_against(
+            reader.component, reader_version, reader.target
+        )
         fields = struct_fields(
             (_source(reader.target, built_against) / reader.types_file).read_text(),
             reader.spec_type,
@@ -294,9 +300,9 @@ def _template_skews(versions: Mapping[str, str]) -> list[Skew]:
         if template.component not in versions or template.target not in versions:
             continue
         writer_version, target_version = versions[template.component], versions[template.target]
-        writer_source = _source(template.component, writer_version)
-        target_module = component(template.target).module
-        built_against = required_version((writer_source / "go.mod").read_text(), target_module)
+        writer_source, built_against = _built_against(
+            template.component, writer_version, template.target
+        )
         missing = template_defaults_missing(
             (writer_source / template.crd_file).read_text(),
             template.template,
@@ -307,7 +313,7 @@ def _template_skews(versions: Mapping[str, str]) -> list[Skew]:
             Skew(
                 template.component,
                 writer_version,
-                built_against or "?",
+                built_against,
                 template.target,
                 target_version,
                 template.kind,
