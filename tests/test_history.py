@@ -259,3 +259,22 @@ def test_a_variant_skipped_on_this_cluster_does_not_hide_its_siblings_word(tmp_p
     ]
     (row,) = build_history([Run(tmp_path / "night-1", report)]).rows
     assert row.cells[0].result == "known-gap"
+
+
+def test_a_flaky_tag_comes_before_the_title_which_the_column_may_cut_short(tmp_path):
+    """The policy column ends in an ellipsis: a tag after a long title was never seen
+    (docs/measurements.md, 2026-11-29 morning)."""
+    from tests.history_pages import result, write_run
+    from trainjob_conformance.report.history import write_history
+
+    nights = [tmp_path / f"night-{n}" for n in range(3)]
+    for night, (hour, word) in zip(nights, [(1, "pass"), (2, "FAIL"), (3, "pass")], strict=True):
+        write_run(night, "latest", f"2026-11-20T0{hour}:00:00Z", result("TJ-A", word))
+
+    page, _, states = write_history(nights, tmp_path / "history.html")
+
+    assert [state.state for state in states] == ["FLAKY"]
+    text = page.read_text()
+    cell = text[text.index("<code>TJ-A</code>") :]
+    cell = cell[: cell.index("</th>")]
+    assert cell.index("class='state flaky'") < cell.index("</small>title of TJ-A")
