@@ -118,7 +118,11 @@ def test_a_step_on_an_existing_cluster_runs_the_phases_and_names_the_new_release
     monkeypatch.setattr(
         in_place, "wait_admission", lambda kube, probes, pods, c, run_dir: log.append("admission")
     )
-    monkeypatch.setattr(in_place, "pod_node", lambda kube, c, i: "node-2")
+    monkeypatch.setattr(
+        in_place,
+        "new_controller_pod",
+        lambda kube, c, i: releases_upgrade.NewPod("node-2", "registry.k8s.io/jobset@sha256:cd"),
+    )
     monkeypatch.setattr(cluster, "down", lambda: log.append("watch stopped"))
     monkeypatch.setattr(
         cluster, "_start_watch", lambda kube, handle, state: log.append("watch started")
@@ -139,5 +143,7 @@ def test_a_step_on_an_existing_cluster_runs_the_phases_and_names_the_new_release
     ]
     assert (done.from_version, done.to_version) == (profile.version("jobset"), "v0.12.0")
     assert done.notes[0].endswith("its new Pod on node-2")
+    # What the node pulled, not how: that is the notes'.
+    assert cluster.handle.images[image] == "registry.k8s.io/jobset@sha256:cd"
     assert cluster.handle.versions["jobset"] == "v0.12.0"
     assert cluster.profile.version("jobset") == "v0.12.0"

@@ -189,7 +189,8 @@ def _pod(node: str, image: str, terminating: bool = False) -> dict:
     metadata: dict = {"name": f"pod-{node}"}
     if terminating:
         metadata["deletionTimestamp"] = "2026-11-27T20:00:00Z"
-    return {"metadata": metadata, "spec": {"nodeName": node, "containers": [{"image": image}]}}
+    container = {"name": "manager", "image": image}
+    return {"metadata": metadata, "spec": {"nodeName": node, "containers": [container]}}
 
 
 def test_the_new_pod_is_the_one_running_the_new_image():
@@ -199,8 +200,11 @@ def test_the_new_pod_is_the_one_running_the_new_image():
         _pod("worker3", new, terminating=True),
         _pod("worker2", new),
     ]
-    assert upgrade.new_pod_node(pods, new) == "worker2"
-    assert upgrade.new_pod_node(pods[:1], new) is None
+    pods[2]["status"] = {
+        "containerStatuses": [{"name": "manager", "imageID": "registry.test/jobset@sha256:ab"}]
+    }
+    assert upgrade.new_pod(pods, new) == upgrade.NewPod("worker2", "registry.test/jobset@sha256:ab")
+    assert upgrade.new_pod(pods[:1], new) == upgrade.NewPod(None, None)
 
 
 def _prepared(tmp_path: Path, **changes) -> upgrade.PreparedUpgrade:
@@ -374,7 +378,9 @@ def test_a_step_stops_the_watch_for_the_rollout_and_reports_the_new_release(tmp_
         "wait_admission",
         lambda kube, probes, pods, c, run_dir: log.append(f"admission {c}"),
     )
-    monkeypatch.setattr(in_place, "pod_node", lambda kube, c, image: "tjc-x-worker2")
+    monkeypatch.setattr(
+        in_place, "new_controller_pod", lambda kube, c, image: upgrade.NewPod("tjc-x-worker2", None)
+    )
     monkeypatch.setattr(cluster, "_kube", lambda: None)
     monkeypatch.setattr(cluster, "_start_watch", lambda handle: log.append("watch started"))
     monkeypatch.setattr("trainjob_conformance.cluster.kind.images.store.image_id", lambda i: "sha")

@@ -234,16 +234,14 @@ class ExistingCluster:
                 kube, probes, handle.controller_pods, component, run_dir
             ),
         )
+        pod = in_place.new_controller_pod(kube, component, prepared.image)
         done = ComponentUpgrade(
-            component,
-            prepared.from_version,
-            version,
-            *seconds,
-            notes=prepared.notes(in_place.pod_node(kube, component, prepared.image)),
+            component, prepared.from_version, version, *seconds, notes=prepared.notes(pod.node)
         )
         self.profile = prepared.target
         handle.versions[component] = version
-        handle.images[prepared.image] = prepared.supply
+        # What the node pulled; how it got there is in the step's notes.
+        handle.images[prepared.image] = pod.image_id or prepared.supply
         handle.health_file = self._start_watch(kube, handle, None)
         return done
 

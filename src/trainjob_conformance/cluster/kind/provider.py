@@ -690,12 +690,9 @@ class KindStackCluster:
                 self._kube(), probes, handle.controller_pods, component, self.run_dir
             ),
         )
+        pod = in_place.new_controller_pod(self._kube(), component, prepared.image)
         done = ComponentUpgrade(
-            component,
-            prepared.from_version,
-            version,
-            *seconds,
-            notes=prepared.notes(in_place.pod_node(self._kube(), component, prepared.image)),
+            component, prepared.from_version, version, *seconds, notes=prepared.notes(pod.node)
         )
         self.profile = prepared.target
         if prepared.local is not None:
@@ -703,7 +700,9 @@ class KindStackCluster:
             self.images[prepared.image] = store.image_id(prepared.image)
             handle.images[prepared.image] = self.images[prepared.image]
         else:
-            handle.images[prepared.image] = self.images[prepared.image] = prepared.supply
+            # What the node pulled; how it got there is in the step's notes.
+            ran = pod.image_id or prepared.supply
+            handle.images[prepared.image] = self.images[prepared.image] = ran
             if self.mirror is not None:
                 # Checked before the step (_pulled_from): the mirror serves it.
                 self.served.add(prepared.image)

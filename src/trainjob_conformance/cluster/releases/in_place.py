@@ -11,7 +11,7 @@ from trainjob_conformance.cluster.health.readiness import AdmissionProbe, wait_f
 from trainjob_conformance.cluster.introspect import pod_log_tailer
 from trainjob_conformance.cluster.releases.applier import ManifestApplier
 from trainjob_conformance.cluster.releases.install_plan import CONTROLLERS
-from trainjob_conformance.cluster.releases.upgrade import PreparedUpgrade, new_pod_node
+from trainjob_conformance.cluster.releases.upgrade import NewPod, PreparedUpgrade, new_pod
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
 from trainjob_conformance.kube.errors import ApiError
@@ -83,8 +83,9 @@ def wait_admission(
         raise ConformanceError(f"{first} ({component}'s log tail: {path})") from None
 
 
-def pod_node(kube: Kube, component: str, image: str) -> str | None:
-    """The node the controller's new Pod (the one running `image`) landed on."""
+def new_controller_pod(kube: Kube, component: str, image: str) -> NewPod:
+    """Where the controller's new Pod (the one running `image`) landed, and what image
+    its runtime ran."""
     namespace, _, selector = CONTROLLERS[component]
     pods = kube.list(*POD, namespace=namespace, label_selector=selector)
-    return new_pod_node(pods, image)
+    return new_pod(pods, image)

@@ -118,15 +118,27 @@ def dropped_webhooks(old: list[InstallStep], new: list[InstallStep]) -> list[tup
     return sorted(webhook_configurations(old) - webhook_configurations(new))
 
 
-def new_pod_node(pods: list[dict[str, Any]], image: str) -> str | None:
-    """The node of the controller's Pod that runs `image` and is not going away."""
+@dataclass(frozen=True)
+class NewPod:
+    """Where the controller's new Pod runs, and the image its runtime ran for it."""
+
+    node: str | None
+    # The container status's imageID: the digest the node pulled, where it pulled one.
+    image_id: str | None
+
+
+def new_pod(pods: list[dict[str, Any]], image: str) -> NewPod:
+    """The controller's Pod that runs `image` and is not going away (nothing known of
+    it where there is none)."""
     for pod in pods:
         containers = (pod.get("spec") or {}).get("containers") or []
         if pod["metadata"].get("deletionTimestamp") or not containers:
             continue
         if containers[0].get("image") == image:
-            return (pod.get("spec") or {}).get("nodeName")
-    return None
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            ran = next((s for s in statuses if s.get("name") == containers[0].get("name")), {})
+            return NewPod((pod.get("spec") or {}).get("nodeName"), ran.get("imageID") or None)
+    return NewPod(None, None)
 
 
 @dataclass(frozen=True)
