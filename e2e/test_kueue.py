@@ -1118,17 +1118,25 @@ def preemption_carried_out(view, worker, preempted, preemptor):
     return probe
 
 
-def evicted_workload(view, trainjob):
+def evicted(find, where):
+    """A probe for the Evicted condition of the Workload `find()` returns (None: none yet),
+    giving (workload, condition) once it is True."""
+
     def probe():
-        found = workloads_of(view, trainjob)
-        evicted = condition(found[0], "Evicted") if len(found) == 1 else {}
-        return (
-            evicted
-            if evicted.get("status") == "True"
-            else NotYet(f"Evicted: {evicted or 'absent'}")
+        found = find()
+        condition_found = condition(found, "Evicted") if found else {}
+        if condition_found.get("status") == "True":
+            return found, condition_found
+        return NotYet(
+            f"Evicted: {condition_found or 'absent'}" if found else f"no Workload {where}"
         )
 
     return probe
+
+
+def only_workload_of(view, trainjob):
+    found = workloads_of(view, trainjob)
+    return found[0] if len(found) == 1 else None
 
 
 @pytest.mark.policy("KQ-MK-007")
@@ -1145,13 +1153,13 @@ def test_a_preemption_on_the_manager_takes_the_trainjob_off_the_worker(
     submit_with_priority(view, runtime, queue, "low", low)
     worker.wait("TrainJob low on the worker", lambda: worker.find(TRAINJOB, "low"))
     submit_with_priority(view, runtime, queue, "high", high)
-    evicted = view.wait(
+    _, evicted_now = view.wait(
         "the manager's Workload of TrainJob low to be evicted for TrainJob high",
-        evicted_workload(view, "low"),
+        evicted(lambda: only_workload_of(view, "low"), "of TrainJob low"),
     )
     trainjob_policy.gap_exercised(
         "Kueue evicted the Workload of TrainJob low on the manager "
-        f"({evicted.get('reason')}: {evicted.get('message')})"
+        f"({evicted_now.get('reason')}: {evicted_now.get('message')})"
     )
 
     with trainjob_policy.holds():
@@ -1162,19 +1170,6 @@ def test_a_preemption_on_the_manager_takes_the_trainjob_off_the_worker(
             PREEMPTION_SECONDS,
             after="Kueue evicted TrainJob low on the manager",
         )
-
-
-def evicted_on_the_worker(worker, workload):
-    def probe():
-        found = worker.find(WORKLOAD, workload)
-        evicted = condition(found, "Evicted") if found else {}
-        return (
-            (found, evicted)
-            if evicted.get("status") == "True"
-            else NotYet(f"Evicted: {evicted or 'absent'}" if found else "no copy on the worker")
-        )
-
-    return probe
 
 
 def evicted_and_sent_again(view, worker, trainjob, check, workload):
@@ -1218,13 +1213,13 @@ def test_an_eviction_on_the_worker_sends_the_trainjob_out_again(
     worker.wait_for_condition(WORKLOAD, workload, "Admitted")
     # The worker's own TrainJob, queued there at a higher priority: the worker preempts.
     submit_with_priority(worker, runtime, "queue", "high", high)
-    _, evicted = worker.wait(
+    _, evicted_now = worker.wait(
         f"the worker to evict its copy of Workload {workload}",
-        evicted_on_the_worker(worker, workload),
+        evicted(lambda: worker.find(WORKLOAD, workload), "copied to the worker"),
     )
     trainjob_policy.gap_exercised(
         f"the worker evicted its copy of Workload {workload} "
-        f"({evicted.get('reason')}: {evicted.get('message')})"
+        f"({evicted_now.get('reason')}: {evicted_now.get('message')})"
     )
 
     with trainjob_policy.holds():

@@ -251,6 +251,21 @@ def _source(key: str, version: str) -> Path:
     return module_source(key, version)
 
 
+def _named(
+    side: Reader | Template,
+    version: str,
+    built_against: str,
+    target_version: str,
+    fields: set[str],
+    use: str = "reads",
+) -> list[Skew]:
+    """One Skew per field, sorted, of a reader or a template at these releases."""
+    return [
+        Skew(side.component, version, built_against, side.target, target_version, side.kind, f, use)
+        for f in sorted(fields)
+    ]
+
+
 def _built_against(name: str, version: str, target: str) -> tuple[Path, str]:
     """A release's source, and the release of `target` its go.mod requires."""
     source = _source(name, version)
@@ -279,18 +294,7 @@ def skews(versions: Mapping[str, str]) -> list[Skew]:
         installed = crd_spec_fields(
             (_source(reader.target, target_version) / reader.crd_file).read_text()
         )
-        found += [
-            Skew(
-                reader.component,
-                reader_version,
-                built_against,
-                reader.target,
-                target_version,
-                reader.kind,
-                field,
-            )
-            for field in sorted(used - installed)
-        ]
+        found += _named(reader, reader_version, built_against, target_version, used - installed)
     return found + _template_skews(versions)
 
 
@@ -309,17 +313,7 @@ def _template_skews(versions: Mapping[str, str]) -> list[Skew]:
             template.present,
             (_source(template.target, target_version) / template.target_crd_file).read_text(),
         )
-        found += [
-            Skew(
-                template.component,
-                writer_version,
-                built_against,
-                template.target,
-                target_version,
-                template.kind,
-                field,
-                use="defaults",
-            )
-            for field in sorted(missing)
-        ]
+        found += _named(
+            template, writer_version, built_against, target_version, missing, use="defaults"
+        )
     return found
