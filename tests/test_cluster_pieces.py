@@ -202,3 +202,53 @@ def test_an_upgrades_audit_policy_keeps_the_custom_resources_writes_with_their_o
     assert ("kueue.x-k8s.io", "workloads/status") in kept
     assert ("trainer.kubeflow.org", "trainjobs") in kept
     assert rules[-1] == {"level": "None"}
+
+
+def test_a_create_waiting_for_its_turn_names_the_holder_and_starts_its_bound_after_it(
+    tmp_path, monkeypatch, capsys
+):
+    import threading
+
+    from trainjob_conformance.cluster.embedded import control_plane
+    from trainjob_conformance.stack.profiles import load_profile
+
+    monkeypatch.setenv("TRAINJOB_CONFORMANCE_CACHE", str(tmp_path / "cache"))
+    holding, release = threading.Event(), threading.Event()
+
+    def other_create() -> None:
+        with control_plane._one_kwokctl_create_at_a_time("cluster other of pid 1", holding):
+            release.wait(10)
+
+    other = threading.Thread(target=other_create)
+    other.start()
+    assert holding.wait(5)
+    ours = control_plane.EmbeddedControlPlane(load_profile("latest"), {}, tmp_path / "run")
+
+    def our_create() -> None:
+        with control_plane._one_kwokctl_create_at_a_time("ours", ours._create_turn):
+            pass
+
+    ours._creating = threading.Thread(target=our_create)
+    ours._creating.start()
+    threading.Timer(1.0, release.set).start()
+    ours._wait_create_turn()
+    other.join(5)
+    ours._creating.join(5)
+
+    assert release.is_set() and ours._create_turn.is_set()
+    assert "waiting for another kwokctl create to end first: cluster other of pid 1" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_saturated_machine_is_named_with_its_load_and_this_processs_niceness(monkeypatch):
+    from trainjob_conformance.cluster.health import host_load
+
+    monkeypatch.setattr(host_load.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(host_load.os, "getpriority", lambda which, who: 19)
+    monkeypatch.setattr(host_load.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    assert host_load.saturation_note() == ""
+    monkeypatch.setattr(host_load.os, "getloadavg", lambda: (7.94, 5.0, 3.0))
+    assert host_load.saturation_note() == (
+        "the machine was saturated: load average 7.9 over 2 CPUs; this process runs at nice 19"
+    )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.cluster.health.host_load import saturation_note
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.stack.profiles import Profile
@@ -228,6 +229,9 @@ def startup_errors(run_dir: Path | None) -> Iterator[None]:
         yield
     except WaitTimeout as error:
         first, _, details = str(error).partition("\n")
+        saturated = saturation_note()
+        if saturated:
+            first = f"{first} ({saturated})"
         if details and run_dir is not None:
             path = run_dir / "startup-error.txt"
             with contextlib.suppress(OSError):

@@ -40,12 +40,15 @@ from trainjob_conformance.lifecycle.processes import (
 )
 from trainjob_conformance.paths import cache_root
 from trainjob_conformance.ports import LOOPBACK
-from trainjob_conformance.progress import step
+from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import module_source
 from trainjob_conformance.stack.profiles import Profile
 
 _CREATE_TIMEOUT = "3m"
 _API_SERVER_TIMEOUT = 180.0
+# A create waits for another's to end; that one is bounded by kwokctl's own
+# --wait (_CREATE_TIMEOUT) after its start, so a few in a row fit in this.
+_CREATE_TURN_TIMEOUT = 600.0
 # How often to look at things on this machine's loopback (the API server's
 # readiness, node conditions): a request costs a few milliseconds.
 _LOCAL_POLL = 0.05
@@ -66,19 +69,41 @@ AUDIT_POLICY = {
 }
 
 
+def _create_lock_path() -> Path:
+    return cache_root() / "kwokctl-create.lock"
+
+
 @contextlib.contextmanager
-def _one_kwokctl_create_at_a_time() -> Iterator[None]:
+def _one_kwokctl_create_at_a_time(holder: str, turn: threading.Event) -> Iterator[None]:
     """kwokctl picks free ports and binds them later: two creates at once (a run's
     MultiKueue worker next to another test's cluster) can pick the same port,
-    and the loser's kwok-controller never makes its nodes Ready."""
-    lock_path = cache_root() / "kwokctl-create.lock"
+    and the loser's kwok-controller never makes its nodes Ready.
+
+    The holder writes who it is into the lock file, so that a create waiting
+    for its turn can say whose create it waits for; `turn` is set once the
+    lock is ours."""
+    lock_path = _create_lock_path()
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as lock:
+    # "a+", not "w": opening must not erase the holder's line before the lock is ours.
+    with lock_path.open("a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            lock.seek(0)
+            lock.truncate()
+            lock.write(holder)
+            lock.flush()
+            turn.set()
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _create_lock_holder() -> str:
+    """Who last took the create lock (the one holding it, while a create waits)."""
+    try:
+        return _create_lock_path().read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"
 
 
 class EmbeddedControlPlane:
@@ -105,6 +130,8 @@ class EmbeddedControlPlane:
         self._kwokctl_process: subprocess.Popen[bytes] | None = None
         self._creating: threading.Thread | None = None
         self._create_error: BaseException | None = None
+        # Set once this cluster's create holds the machine's create lock.
+        self._create_turn = threading.Event()
 
     @property
     def cluster_dir(self) -> Path:
@@ -221,6 +248,29 @@ class EmbeddedControlPlane:
             raise ConformanceError(f"kwokctl reported success but wrote no {self.kubeconfig}")
         return self.kubeconfig
 
+    def _wait_create_turn(self) -> None:
+        """Wait while another cluster's create holds the lock: the API server's
+        bound starts when this create starts, not before."""
+        if self._creating is None or self._create_turn.is_set():
+            return
+        if not self._create_turn.wait(0.5):
+            say(f"waiting for another kwokctl create to end first: {_create_lock_holder()}")
+
+        def our_turn() -> bool:
+            self._check_create()
+            return self._create_turn.is_set() or not self._creating_alive()
+
+        wait_for(
+            f"the turn of {self.name} to create (one kwokctl create at a time on this machine)",
+            our_turn,
+            timeout=_CREATE_TURN_TIMEOUT,
+            diagnostics=lambda: f"the create holding the lock: {_create_lock_holder()}",
+            interval=_LOCAL_POLL,
+        )
+
+    def _creating_alive(self) -> bool:
+        return self._creating is not None and self._creating.is_alive()
+
     def wait_api_server(self, timeout: float = _API_SERVER_TIMEOUT) -> Path:
         """The kubeconfig, once the API server reports ready; `finish` waits for the rest.
 
@@ -229,6 +279,7 @@ class EmbeddedControlPlane:
         the API server is not healthy within 10 s of its own start.
         """
 
+        self._wait_create_turn()
         clients: list[ApiClient] = []
 
         def ready() -> bool | NotYet:
@@ -259,7 +310,9 @@ class EmbeddedControlPlane:
     def _create(self, config: Path) -> None:
         with (
             step(f"starting control plane {self.name} (kwokctl, binary runtime)"),
-            _one_kwokctl_create_at_a_time(),
+            _one_kwokctl_create_at_a_time(
+                f"cluster {self.name} of pid {os.getpid()} ({self.run_dir})", self._create_turn
+            ),
         ):
             self._kwokctl(
                 "--config",
