@@ -343,3 +343,33 @@ def test_two_packs_of_one_name_are_one_line(
     code = main(["run", "--pack", str(first), "--pack", str(second), "--report", str(tmp_path)])
     assert code == 2
     assert "two policy packs are named 'same'" in one_line(capsys)
+
+
+def test_upgrade_manifests_are_for_an_existing_cluster_only(tmp_path, capsys):
+    (tmp_path / "kueue").mkdir()
+    code = main(
+        ["upgrade", "--from", "trainer-2.2", "--to", "latest", "--manifests", str(tmp_path)]
+    )
+    assert code == 2
+    assert one_line(capsys).endswith(
+        "--manifests is for --cluster existing: a cluster of embedded runs the releases' own "
+        "manifests, and its upgrade applies those"
+    )
+
+
+def test_upgrade_manifests_for_a_component_the_upgrade_keeps_are_named(tmp_path, capsys):
+    (tmp_path / "cluster.yaml").write_text("")
+    folder = tmp_path / "dir" / "training-operator"
+    folder.mkdir(parents=True)
+    (folder / "operator.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: op, namespace: kubeflow}\n"
+        "spec: {selector: {matchLabels: {a: b}}, template: {spec: {containers: "
+        "[{name: m, image: 'kubeflow/training-operator:v1-855e096'}]}}}\n"
+    )
+    config = kubeconfig(tmp_path, NO_CONTEXT + b"current-context: x\n")
+    code = main(
+        ["upgrade", "--from", "trainer-2.2", "--to", "latest", "--cluster", "existing",
+         "--kubeconfig", str(config), "--manifests", str(tmp_path / "dir")]
+    )  # fmt: skip
+    assert code == 2
+    assert "the upgrade does not move training-operator" in one_line(capsys)

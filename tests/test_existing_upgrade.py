@@ -110,7 +110,9 @@ def test_a_step_on_an_existing_cluster_runs_the_phases_and_names_the_new_release
 
     phases = releases_upgrade.upgrade_phases
     monkeypatch.setattr(releases_upgrade, "prepare_pulled", prepare_pulled)
-    monkeypatch.setattr(releases_upgrade, "upgrade_phases", lambda s: phases(s, regrouped))
+    monkeypatch.setattr(
+        releases_upgrade, "upgrade_phases", lambda s, managers: phases(s, regrouped, managers)
+    )
     monkeypatch.setattr(existing, "build_component", lambda c, v: {"kubectl": Path("/k")})
     monkeypatch.setattr(
         ManifestApplier, "run_phase", lambda self, phase: log.append(f"phase {phase.label}")
@@ -121,7 +123,9 @@ def test_a_step_on_an_existing_cluster_runs_the_phases_and_names_the_new_release
     monkeypatch.setattr(
         in_place,
         "new_controller_pod",
-        lambda kube, c, i: releases_upgrade.NewPod("node-2", "registry.k8s.io/jobset@sha256:cd"),
+        lambda kube, prepared: releases_upgrade.NewPod(
+            "node-2", "registry.k8s.io/jobset@sha256:cd"
+        ),
     )
     monkeypatch.setattr(cluster, "down", lambda: log.append("watch stopped"))
     monkeypatch.setattr(
@@ -147,3 +151,140 @@ def test_a_step_on_an_existing_cluster_runs_the_phases_and_names_the_new_release
     assert cluster.handle.images[image] == "registry.k8s.io/jobset@sha256:cd"
     assert cluster.handle.versions["jobset"] == "v0.12.0"
     assert cluster.profile.version("jobset") == "v0.12.0"
+
+
+# What `helm template kueue ... --namespace kueue` might render: the manager under
+# the chart's names, with a CRD and a webhook configuration beside it.
+HELM_KUEUE = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: clusterqueues.kueue.x-k8s.io}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kueue-helm-manager, namespace: kueue}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: kueue, app.kubernetes.io/instance: prod}}
+  template:
+    spec:
+      containers: [{name: manager, image: "registry.k8s.io/kueue/kueue:VERSION"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: kueue-helm-validating}
+"""
+RUNTIME = """\
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: torch-distributed}
+"""
+
+
+def helm_folder(root: Path, component: str, text: str) -> Path:
+    folder = root / component
+    folder.mkdir(parents=True)
+    (folder / "rendered.yaml").write_text(text)
+    return root
+
+
+def test_a_helm_install_given_its_new_manifests_is_upgraded_with_them(tmp_path):
+    from trainjob_conformance.cluster.releases import upgrade as releases_upgrade
+    from trainjob_conformance.cluster.releases.user_manifests import (
+        plan_refusals,
+        read_user_manifests,
+    )
+
+    latest = load_profile("latest").version("kueue")
+    root = helm_folder(tmp_path / "dir", "kueue", HELM_KUEUE.replace("VERSION", latest))
+    given = read_user_manifests(root)
+    assert plan_refusals(given, [("kueue", latest)]) == []
+
+    stack = stack_of("trainer-2.2")
+    stack.deployments["kueue"] = ("kueue", "kueue-helm-manager")
+    assert refusals(stack, load_profile("trainer-2.2"), AS_RELEASED, IMAGES_PULLED, given) == []
+
+    prepared = releases_upgrade.prepare_user(
+        load_profile("trainer-2.2"), given["kueue"], latest, tmp_path / "work", lambda i: "pulled"
+    )
+    rollouts = [c.args for phase in prepared.phases.manager for c in phase.commands]
+    assert rollouts[-1][:5] == ("-n", "kueue", "rollout", "status", "deployment/kueue-helm-manager")
+    assert prepared.controller[2] == "app.kubernetes.io/instance=prod,app.kubernetes.io/name=kueue"
+    assert prepared.dropped_webhooks == []  # the old installer's objects are its own
+    assert prepared.notes(None)[-1].startswith(f"the user's manifests from {root / 'kueue'}")
+
+
+def test_the_trainers_runtimes_in_the_users_manifests_are_applied_once_its_webhooks_answer(
+    tmp_path,
+):
+    from trainjob_conformance.cluster.releases.user_manifests import read_user_manifests
+
+    trainer = HELM_KUEUE.replace("registry.k8s.io/kueue/kueue", "ghcr.io/kubeflow/trainer/x")
+    root = helm_folder(tmp_path, "trainer", trainer + "---\n" + RUNTIME)
+    steps = read_user_manifests(root)["trainer"].steps(tmp_path / "work")
+    assert [(s.name, [d["kind"] for d in s.documents()]) for s in steps] == [
+        (
+            "trainer-manager",
+            ["CustomResourceDefinition", "Deployment", "ValidatingWebhookConfiguration"],
+        ),
+        ("trainer-judged", ["ClusterTrainingRuntime"]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("folder", "text", "moves", "words"),
+    [
+        ("kueue", HELM_KUEUE.replace("VERSION", "v0.16.6"), [("kueue", "v0.19.2")],
+         "runs image registry.k8s.io/kueue/kueue:v0.16.6, not kueue v0.19.2 that the upgrade"),
+        ("kueue", HELM_KUEUE.replace(":VERSION", "@sha256:ab"), [("kueue", "v0.19.2")],
+         "names no tag (or a digest)"),
+        ("jobset", HELM_KUEUE.replace("VERSION", "v0.19.2"), [("kueue", "v0.19.2")],
+         "the upgrade does not move jobset"),
+    ],
+)  # fmt: skip
+def test_manifests_that_do_not_fit_the_upgrade_are_named(tmp_path, folder, text, moves, words):
+    from trainjob_conformance.cluster.releases.user_manifests import (
+        plan_refusals,
+        read_user_manifests,
+    )
+
+    found = plan_refusals(read_user_manifests(helm_folder(tmp_path, folder, text)), moves)
+    assert len(found) == 1 and words in found[0]
+
+
+@pytest.mark.parametrize(
+    ("folder", "text", "words"),
+    [
+        ("kueue", HELM_KUEUE + "---\n" + HELM_KUEUE.split("---\n")[1], "holds 2 Deployments"),
+        ("kueue", HELM_KUEUE.replace(", namespace: kueue", ""), "needs a namespace"),
+        ("kueue", "kind: [not, an, object\n", "is not readable YAML"),
+        ("helm", HELM_KUEUE, "is not a component's folder"),
+        ("kueue", "", "holds no .yaml or .yml manifest"),
+    ],
+)
+def test_a_folder_the_harness_cannot_use_is_one_line(tmp_path, folder, text, words):
+    from trainjob_conformance.cluster.releases.user_manifests import read_user_manifests
+    from trainjob_conformance.errors import ConformanceError
+
+    root = helm_folder(tmp_path, folder, text)
+    if not text:
+        (root / folder / "rendered.yaml").unlink()
+    with pytest.raises(ConformanceError, match=words) as raised:
+        read_user_manifests(root)
+    assert "\n" not in str(raised.value)
+
+
+def test_manifests_naming_another_deployment_than_the_one_running_are_refused(tmp_path):
+    from trainjob_conformance.cluster.releases.user_manifests import read_user_manifests
+
+    latest = load_profile("latest").version("kueue")
+    given = read_user_manifests(
+        helm_folder(tmp_path, "kueue", HELM_KUEUE.replace("VERSION", latest))
+    )
+    found = refusals(
+        stack_of("trainer-2.2"), load_profile("trainer-2.2"), AS_RELEASED, IMAGES_PULLED, given
+    )
+    assert found == [
+        f"{tmp_path / 'kueue'} installs Deployment kueue/kueue-helm-manager, but kueue runs as "
+        "kueue-system/kueue-controller-manager here: the apply would add a second manager; "
+        "render the manifests with the names the cluster's installer gave it"
+    ]

@@ -368,7 +368,9 @@ def test_a_step_stops_the_watch_for_the_rollout_and_reports_the_new_release(tmp_
     )
     monkeypatch.setattr(kind_upgrade, "prepare", lambda *args: prepared)
     phases = upgrade.upgrade_phases
-    monkeypatch.setattr(upgrade, "upgrade_phases", lambda steps: phases(steps, _regrouped))
+    monkeypatch.setattr(
+        upgrade, "upgrade_phases", lambda steps, managers: phases(steps, _regrouped, managers)
+    )
     monkeypatch.setattr(
         ManifestApplier, "run_phase", lambda self, phase: log.append(f"phase {phase.label}")
     )
@@ -379,7 +381,7 @@ def test_a_step_stops_the_watch_for_the_rollout_and_reports_the_new_release(tmp_
         lambda kube, probes, pods, c, run_dir: log.append(f"admission {c}"),
     )
     monkeypatch.setattr(
-        in_place, "new_controller_pod", lambda kube, c, image: upgrade.NewPod("tjc-x-worker2", None)
+        in_place, "new_controller_pod", lambda kube, prepared: upgrade.NewPod("tjc-x-worker2", None)
     )
     monkeypatch.setattr(cluster, "_kube", lambda: None)
     monkeypatch.setattr(cluster, "_start_watch", lambda handle: log.append("watch started"))

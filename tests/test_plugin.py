@@ -427,3 +427,42 @@ def test_a_run_of_a_packs_directory_alone_expects_only_the_packs_policies(tmp_pa
     assert project_tests_given([str(tmp_path / "suite"), "-k", "x"], tests)
     assert project_tests_given([f"{tests}/test_a.py::test_b"], tests) is False
     assert not project_tests_given([str(pack)], tests)
+
+
+def test_after_a_stack_check_fails_the_tests_not_yet_started_are_skipped_with_its_words(
+    pytester, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("COLUMNS", "400")
+    catalog = (
+        CATALOG + 'TJ-X-003:\n  title: t\n  statement: s\n  source: src\n  trainer: ">=2.0.0"\n'
+    )
+    pytester.makefile(".yaml", policies=catalog)
+    pytester.makeconftest(CONFTEST.replace("{version}", "v2.4.0"))
+    pytester.makepyfile(
+        """
+import pytest
+@pytest.mark.policy("TJ-X-003")
+def test_another_policy(trainjob_policy):
+    with trainjob_policy.holds():
+        pass
+@pytest.mark.policy("TJ-X-002")
+def test_the_stack_check(trainjob_policy):
+    with trainjob_policy.holds():
+        assert False, "the TrainJob was never admitted"
+"""
+    )
+    result = pytester.runpytest(
+        "--trainjob-catalog=policies.yaml",
+        f"--trainjob-run-dir={tmp_path / 'run'}",
+        "--trainjob-stop-after-failure-of=TJ-X-002",
+        "-p",
+        "no:cacheprovider",
+        "-ra",
+        "-v",
+    )
+    result.assert_outcomes(failed=1, skipped=1)
+    # The stack check ran first, though collected second.
+    result.stdout.fnmatch_lines(["*test_the_stack_check FAILED*", "*test_another_policy SKIPPED*"])
+    result.stdout.fnmatch_lines(
+        ["*not run: the stack check TJ-X-002 FAIL: *the TrainJob was never admitted*"]
+    )

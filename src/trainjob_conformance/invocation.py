@@ -32,6 +32,7 @@ CATALOG = "catalog"
 TEMPLATES = "templates"
 UPGRADE_RECORD = "upgrade-record"
 WORKER_BREAK = "worker-break"
+STOP_AFTER_FAILURE_OF = "stop-after-failure-of"
 
 
 def flag(name: str) -> str:
@@ -70,6 +71,8 @@ class PytestInvocation:
     # `prove`'s break for the MultiKueue worker cluster: admission policies (YAML) that
     # the child applies to the worker it starts.
     worker_break: Path | None = None
+    # `compat`'s stack checks: they run first, and once one fails the rest is skipped.
+    stop_after_failure_of: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()  # the user's own pytest arguments, last, so they win
 
     def argv(self) -> list[str]:
@@ -107,6 +110,7 @@ class PytestInvocation:
             command.append(_valued(UPGRADE_RECORD, self.upgrade_record))
         if self.worker_break is not None:
             command.append(_valued(WORKER_BREAK, self.worker_break))
+        command += [_valued(STOP_AFTER_FAILURE_OF, p) for p in self.stop_after_failure_of]
         if self.report is not None:
             command.append(_valued(REPORT, self.report))
             if self.junit:

@@ -13,6 +13,7 @@ from trainjob_conformance.cli.run import add_cluster_options, check_run_args, re
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.lifecycle.processes import how_it_ended
 from trainjob_conformance.progress import say
+from trainjob_conformance.report.compat import STACK_CHECKS
 
 AXES = ("trainer", "kueue", "jobset")
 # The cells' stack checks and the Kueue paths a skew breaks first: a table in
@@ -45,6 +46,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     compat.add_argument(
         "-j", "--jobs", default="1", help="cells run at once (default: %(default)s)"
+    )
+    compat.add_argument(
+        "--every-policy",
+        action="store_true",
+        help="judge every policy of an incompatible cell too (by default a cell's stack "
+        f"checks, {', '.join(STACK_CHECKS)}, run first, and after one fails the cell's other "
+        "policies are skipped with that failure as their reason)",
     )
     compat.add_argument(
         "--require-agreement",
@@ -139,6 +147,8 @@ def run_compat(args: argparse.Namespace) -> int:
     args.policy = (
         list(SMOKE) if args.smoke else _listed(args.policies, "policies") if args.policies else []
     )
+    # Each cell's pytest stops at its first failed stack check (plugin/stop_after.py).
+    args.stop_after_failure_of = () if args.every_policy else STACK_CHECKS
     if args.cluster == "existing":
         return _installed_cell(args)
     check_run_args(args)

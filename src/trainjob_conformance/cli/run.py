@@ -93,6 +93,7 @@ def pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
         packs=tuple(Path(pack).resolve() for pack in args.pack),
         policies=tuple(getattr(args, "policy", [])),
         record=bool(getattr(args, "record", False)),
+        stop_after_failure_of=tuple(getattr(args, "stop_after_failure_of", ())),
         extra=tuple(args.pytest_args),
     ).argv()
 

@@ -30,6 +30,7 @@ from trainjob_conformance.report.model import ERROR, FAIL
 if TYPE_CHECKING:
     from trainjob_conformance.policies.breaks import Break
     from trainjob_conformance.policies.catalog import Policy
+    from trainjob_conformance.upgrade.steps import UpgradePlan
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,6 +67,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="reports",
         help="the column <FROM>-to-<TO>.json goes to DIR, the upgrade's page to DIR/upgrade "
         "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--manifests",
+        metavar="DIR",
+        help="with --cluster existing installed by other means (a Helm chart): the new "
+        "releases as that installer renders them, one folder per component moved "
+        "(DIR/jobset, DIR/trainer, DIR/kueue, DIR/training-operator); a component without "
+        "one gets its release's own manifests",
     )
     p.add_argument(
         "--prove",
@@ -109,6 +118,7 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
     check_cluster_args(args)
     source, target = _profiles(args)
     plan = plan_upgrade(load_profile(source), load_profile(target))
+    _check_user_manifests(args, plan)
     report_dir = Path(args.report).resolve()
     check_writable(report_dir, "the report directory")
     if provider_kind(args.cluster).needs_build_cache:
@@ -171,6 +181,26 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
     if counts.get(ERROR) or column.stack_errors:
         return 3
     return 1 if counts.get(FAIL) else 0
+
+
+def _check_user_manifests(args: argparse.Namespace, plan: UpgradePlan) -> None:
+    """--manifests fits the cluster and the upgrade's steps, before anything starts."""
+    if args.manifests is None:
+        return
+    from trainjob_conformance.cluster.releases.user_manifests import (
+        plan_refusals,
+        read_user_manifests,
+    )
+
+    if args.cluster != "existing":
+        raise ConformanceError(
+            f"--manifests is for --cluster existing: a cluster of {args.cluster} runs the "
+            "releases' own manifests, and its upgrade applies those"
+        )
+    manifests = read_user_manifests(Path(args.manifests).resolve())
+    refused = plan_refusals(manifests, ((s.component, s.to_version) for s in plan.steps))
+    if refused:
+        raise ConformanceError("; ".join(refused))
 
 
 def _breaks(catalog: dict[str, Policy]) -> dict[str, list[Break]]:

@@ -70,7 +70,8 @@ def missing_components(kube: Kube) -> list[str]:
     return missing
 
 
-def _image_tag(image: str) -> str | None:
+def image_tag(image: str) -> str | None:
+    """The tag an image is named with; None for none, or one pinned by digest."""
     tail = image.rsplit("/", 1)[-1]
     if "@" in tail or ":" not in tail:
         return None
@@ -99,7 +100,7 @@ def detect_stack(kube: Kube) -> DetectedStack:
         for container in deployment.spec.template.spec.containers:
             image = container.image or ""
             for component, fragment in {**CONTROLLER_IMAGES, **OPTIONAL_CONTROLLER_IMAGES}.items():
-                tag = _image_tag(image)
+                tag = image_tag(image)
                 if fragment not in image or not tag or component in versions:
                     continue
                 if not (deployment.status.ready_replicas or 0):

@@ -20,15 +20,19 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.stack.profiles import Profile
 
-# How a provider's option is given: one of its choices, a file, a kubeconfig
-# (a file the harness checks is one: kube/kubeconfig.py), or text the provider
-# checks itself (a URL).
+# How a provider's option is given: one of its choices, a file, a directory, a
+# kubeconfig (a file the harness checks is one: kube/kubeconfig.py), or text the
+# provider checks itself (a URL).
 CHOICE = "choice"
 PATH = "path"
+DIRECTORY = "directory"
 KUBECONFIG = "kubeconfig"
 TEXT = "text"
 # The option of a provider that takes a cluster by its kubeconfig (existing).
 KUBECONFIG_OPTION = "kubeconfig"
+# The option of a provider that upgrades with the user's own manifests (existing):
+# set by `upgrade --manifests DIR`.
+MANIFESTS_OPTION = "manifests"
 # The option of a provider whose API server can keep an audit log of writes
 # (embedded): where the log is copied at `down`, for the bench.
 AUDIT_LOG_OPTION = "audit-log"

@@ -10,6 +10,7 @@ in one module per job, each registered here as a plugin:
   verdict_report.py a test's verdict written on its report, and read back
   results.py        the verdicts collected, the summary, the report files
   timeline.py       per-test timings for the bench
+  stop_after.py     compat's stop at a cell's first failed stack check
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from trainjob_conformance.lifecycle.interrupts import (
     die_with_parent,
     raise_interrupt_on_termination,
 )
-from trainjob_conformance.plugin import collection, fixtures, stash, timeline, verdict_report
+from trainjob_conformance.plugin import (
+    collection,
+    fixtures,
+    stash,
+    stop_after,
+    timeline,
+    verdict_report,
+)
 from trainjob_conformance.plugin.options import add_options, is_xdist_worker, read_settings
 from trainjob_conformance.plugin.results import PolicyResults
 from trainjob_conformance.plugin.run_session import RunSessionHooks
@@ -81,5 +89,10 @@ def pytest_configure(config: pytest.Config) -> None:
         PolicyResults(config, settings, lambda: stash.catalog(config), session),
         "trainjob-policy-results",
     )
+    if settings.stop_after_failure_of:
+        manager.register(
+            stop_after.StopAfterFailure(settings.stop_after_failure_of, settings.request.run_dir),
+            "trainjob-stop-after",
+        )
     if settings.timeline is not None and not worker:
         manager.register(timeline.TimelineRecorder(settings.timeline), "trainjob-timeline")

@@ -30,6 +30,7 @@ from trainjob_conformance.invocation import (
     RECORD,
     REPORT,
     RUN_DIR,
+    STOP_AFTER_FAILURE_OF,
     TEMPLATES,
     TIMELINE,
     UPGRADE_RECORD,
@@ -68,6 +69,14 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(flag(option.name), default=None, help=option.help)
         else:
             group.addoption(flag(option.name), type=Path, default=None, help=option.help)
+    group.addoption(
+        flag(STOP_AFTER_FAILURE_OF),
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run this policy's tests first and, once one fails, skip the tests not yet "
+        "started (compat's stack checks; repeatable)",
+    )
     group.addoption(
         flag(KEEP_CLUSTER),
         action="store_true",
@@ -172,6 +181,7 @@ class Settings:
     record: bool = False
     upgrade_record: Path | None = None  # where an upgrade's objects in flight are recorded
     worker_break: Path | None = None  # prove's admission policies for the worker cluster
+    stop_after_failure_of: tuple[str, ...] = ()  # compat's stack checks (plugin/stop_after.py)
 
     @property
     def profile(self) -> str:
@@ -233,6 +243,7 @@ def read_settings(config: pytest.Config) -> Settings:
         record=bool(config.getoption(flag(RECORD))),
         upgrade_record=_resolved(config.getoption(flag(UPGRADE_RECORD))),
         worker_break=_resolved(config.getoption(flag(WORKER_BREAK))),
+        stop_after_failure_of=tuple(config.getoption(flag(STOP_AFTER_FAILURE_OF)) or ()),
     )
 
 

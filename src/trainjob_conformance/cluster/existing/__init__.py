@@ -5,8 +5,10 @@ its code is in provider.py, imported only when a cluster is asked for.
 """
 
 from trainjob_conformance.cluster.provider import (
+    DIRECTORY,
     KUBECONFIG,
     KUBECONFIG_OPTION,
+    MANIFESTS_OPTION,
     ProviderKind,
     ProviderOption,
 )
@@ -22,6 +24,13 @@ PROVIDER = ProviderKind(
             help="kubeconfig of the cluster for --cluster existing",
             required="--cluster existing needs --kubeconfig PATH "
             "(the current kubectl context is never used)",
+        ),
+        # `upgrade --manifests DIR` sets it (cluster/releases/user_manifests.py).
+        ProviderOption(
+            MANIFESTS_OPTION,
+            kind=DIRECTORY,
+            help="the new releases' manifests as the cluster's installer renders them",
+            on_command_line=False,
         ),
     ),
     # A cluster with a run directory is one an embedded `up`, `prove` or a kept

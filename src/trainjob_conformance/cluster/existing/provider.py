@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainjob_conformance.cluster.capabilities import holds_local_images
-from trainjob_conformance.cluster.existing import KUBECONFIG_OPTION
+from trainjob_conformance.cluster.existing import KUBECONFIG_OPTION, MANIFESTS_OPTION
 from trainjob_conformance.cluster.existing import upgrade as existing_upgrade
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, ClusterHandle
 from trainjob_conformance.cluster.health.controller_watch import controller_pod_probe, ledger_probes
@@ -36,6 +36,7 @@ from trainjob_conformance.cluster.releases import upgrade as releases_upgrade
 from trainjob_conformance.cluster.releases.applier import ManifestApplier
 from trainjob_conformance.cluster.releases.install_plan import CONTROLLERS
 from trainjob_conformance.cluster.releases.manifests import release_install_steps
+from trainjob_conformance.cluster.releases.user_manifests import read_user_manifests
 from trainjob_conformance.cluster.run_state import (
     embedded_run_dir,
     kind_run_dir,
@@ -61,7 +62,11 @@ class ExistingCluster:
     """Uses a cluster the harness did not start; `down` leaves it as it was."""
 
     def __init__(
-        self, kubeconfig: Path | None, profile: Profile, run_dir: Path | None = None
+        self,
+        kubeconfig: Path | None,
+        profile: Profile,
+        run_dir: Path | None = None,
+        manifests: Path | None = None,
     ) -> None:
         if kubeconfig is None:
             raise ConformanceError(
@@ -72,6 +77,9 @@ class ExistingCluster:
         self.profile = profile
         self.run_dir = run_dir
         self.watch: StackWatch | None = None
+        # Component -> the new release as the user's installer renders it (upgrade
+        # --manifests); the others get the releases' own manifests.
+        self.user_manifests = read_user_manifests(manifests) if manifests is not None else {}
         # What an upgrade (upgrade_component) moves: set by `up`.
         self.handle: ClusterHandle | None = None
         self._kube: Kube | None = None
@@ -193,7 +201,11 @@ class ExistingCluster:
             if self.profile.has(c) and (c in CONTROLLER_IMAGES or c in stack.versions)
         ]
         found = existing_upgrade.refusals(
-            stack, self.profile, moved, IMAGES_PRELOADED if preloaded else (supply or ("",))[0]
+            stack,
+            self.profile,
+            moved,
+            IMAGES_PRELOADED if preloaded else (supply or ("",))[0],
+            self.user_manifests,
         )
         return "; ".join(found) if found else None
 
@@ -212,14 +224,19 @@ class ExistingCluster:
         def steps(profile: Profile, local: dict[str, str] | None, only: list[str]):
             return release_install_steps(profile, kubectl, local, only)
 
+        def served(image: str) -> str:
+            return existing_upgrade.pulled_from(ImageName.parse(image).host)
+
         with step(f"{component} {self.profile.version(component)} -> {version}: preparing"):
-            prepared = releases_upgrade.prepare_pulled(
-                self.profile,
-                component,
-                version,
-                steps,
-                lambda image: existing_upgrade.pulled_from(ImageName.parse(image).host),
-            )
+            given = self.user_manifests.get(component)
+            if given is not None:
+                prepared = releases_upgrade.prepare_user(
+                    self.profile, given, version, run_dir / "user-manifests", served
+                )
+            else:
+                prepared = releases_upgrade.prepare_pulled(
+                    self.profile, component, version, steps, served
+                )
         applier = ManifestApplier(
             kubectl, self.kubeconfig, lambda: kube, run_dir / "upgrade-kubectl-seen.txt"
         )
@@ -234,7 +251,7 @@ class ExistingCluster:
                 kube, probes, handle.controller_pods, component, run_dir
             ),
         )
-        pod = in_place.new_controller_pod(kube, component, prepared.image)
+        pod = in_place.new_controller_pod(kube, prepared)
         done = ComponentUpgrade(
             component, prepared.from_version, version, *seconds, notes=prepared.notes(pod.node)
         )
@@ -264,8 +281,12 @@ class ExistingCluster:
 def from_request(request: ClusterRequest) -> ExistingCluster:
     """The registry's way in (cluster/registry.py)."""
     kubeconfig = request.option(KUBECONFIG_OPTION)
+    manifests = request.option(MANIFESTS_OPTION)
     return ExistingCluster(
-        Path(kubeconfig) if kubeconfig else None, request.profile, request.run_dir
+        Path(kubeconfig) if kubeconfig else None,
+        request.profile,
+        request.run_dir,
+        Path(manifests) if manifests else None,
     )
 
 

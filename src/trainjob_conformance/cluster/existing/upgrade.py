@@ -5,25 +5,37 @@ releases' own manifests would: each controller it moves runs as those manifests
 install it (the Deployment in the namespace they name), at the release the
 `--from` profile pins, and its nodes can pull the new release's image. Anything
 else is one line before a TrainJob is created: a Helm install under other
-names would get a second Deployment beside its own, and a cluster at other
-releases would be judged against a path it is not on.
+names would get a second Deployment beside its own (unless the user gives the
+new release as that installer renders it, `--manifests`), and a cluster at
+other releases would be judged against a path it is not on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED
 from trainjob_conformance.cluster.introspect import DetectedStack
 from trainjob_conformance.cluster.releases.install_plan import CONTROLLERS
+from trainjob_conformance.cluster.releases.user_manifests import (
+    ComponentManifests,
+    running_mismatch,
+)
 from trainjob_conformance.stack.profiles import Profile
 
 
 def refusals(
-    stack: DetectedStack, profile: Profile, moved: Iterable[str], image_supply: str
+    stack: DetectedStack,
+    profile: Profile,
+    moved: Iterable[str],
+    image_supply: str,
+    user_manifests: Mapping[str, ComponentManifests] | None = None,
 ) -> list[str]:
     """Why this cluster cannot take the upgrade of the components in `moved`, from
-    `profile`, in one line each; none where it can."""
+    `profile`, in one line each; none where it can. A component the user gave
+    manifests for must run as the Deployment those name; the others as the
+    releases' own manifests install them."""
+    user_manifests = user_manifests or {}
     found = []
     for component in moved:
         if component not in CONTROLLERS:
@@ -40,13 +52,20 @@ def refusals(
                 f"not {pinned} as {profile.name} pins it: name the profile the cluster runs "
                 "with --from (compose one with +component=version)"
             )
-        namespace, name, _ = CONTROLLERS[component]
         deployment = stack.deployments.get(component)
+        given = user_manifests.get(component)
+        if given is not None:
+            mismatch = running_mismatch(given, deployment)
+            if mismatch:
+                found.append(mismatch)
+            continue
+        namespace, name, _ = CONTROLLERS[component]
         if deployment is not None and deployment != (namespace, name):
             found.append(
                 f"{component} runs as Deployment {deployment[0]}/{deployment[1]}, not "
                 f"{namespace}/{name} as its release manifests install it: the harness would "
-                "add a second one; upgrade it with the installer that made it"
+                "add a second one; give the new release as that installer renders it "
+                f"(--manifests DIR, with DIR/{component}/)"
             )
     if image_supply == IMAGES_PRELOADED:
         found.append(

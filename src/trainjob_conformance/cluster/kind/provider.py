@@ -690,7 +690,7 @@ class KindStackCluster:
                 self._kube(), probes, handle.controller_pods, component, self.run_dir
             ),
         )
-        pod = in_place.new_controller_pod(self._kube(), component, prepared.image)
+        pod = in_place.new_controller_pod(self._kube(), prepared)
         done = ComponentUpgrade(
             component, prepared.from_version, version, *seconds, notes=prepared.notes(pod.node)
         )

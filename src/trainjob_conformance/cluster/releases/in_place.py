@@ -10,7 +10,6 @@ from pathlib import Path
 from trainjob_conformance.cluster.health.readiness import AdmissionProbe, wait_for_admission
 from trainjob_conformance.cluster.introspect import pod_log_tailer
 from trainjob_conformance.cluster.releases.applier import ManifestApplier
-from trainjob_conformance.cluster.releases.install_plan import CONTROLLERS
 from trainjob_conformance.cluster.releases.upgrade import NewPod, PreparedUpgrade, new_pod
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.client import Kube
@@ -83,9 +82,10 @@ def wait_admission(
         raise ConformanceError(f"{first} ({component}'s log tail: {path})") from None
 
 
-def new_controller_pod(kube: Kube, component: str, image: str) -> NewPod:
-    """Where the controller's new Pod (the one running `image`) landed, and what image
-    its runtime ran."""
-    namespace, _, selector = CONTROLLERS[component]
+def new_controller_pod(kube: Kube, prepared: PreparedUpgrade) -> NewPod:
+    """Where the controller's new Pod (the one running the new image) landed, and what
+    image its runtime ran."""
+    namespace, _, selector = prepared.controller
+    image = prepared.image
     pods = kube.list(*POD, namespace=namespace, label_selector=selector)
     return new_pod(pods, image)

@@ -11,7 +11,7 @@ runtimes) goes last. The providers run the phases (applier.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,8 @@ _ROLLOUT_AFTER = {
     "kueue": "kueue",
     "training-operator": "training-operator",
 }
+# Component -> the name of the install step that carries its controller.
+ROLLOUT_STEPS = {component: name for name, component in _ROLLOUT_AFTER.items()}
 
 
 @dataclass(frozen=True)
@@ -95,16 +97,19 @@ def install_plan(
     steps: list[InstallStep],
     regroup: Callable[[list[InstallStep]], StackApplies] = stack_applies,
     force_conflicts: bool = False,
+    managers: Mapping[str, tuple[str, str, str]] = CONTROLLERS,
 ) -> list[Phase]:
     """The phases that install the stack, in dependency order.
 
     `force_conflicts`: each apply takes over the fields another field manager set
     (an upgrade's, over objects the running release's controllers wrote to).
+    `managers`: where each component's manager runs, where it is not where the
+    releases' manifests run it (manifests of the user's own installer).
     """
     forced = ("--force-conflicts",) if force_conflicts else ()
 
     def on_deployment(component: str, words: str, *args: str) -> Command:
-        namespace, deployment, _ = CONTROLLERS[component]
+        namespace, deployment, _ = managers.get(component) or CONTROLLERS[component]
         return Command(
             ("-n", namespace, *args, f"deployment/{deployment}", f"--timeout={ROLLOUT_SECONDS}s"),
             f"{words} {deployment}",

@@ -125,7 +125,7 @@ def stack_applies(controllers: list[InstallStep]) -> StackApplies:
         # Namespaces before the CRDs (a sort is stable).
         foundations.append(sorted(own, key=lambda document: document["kind"] != "Namespace"))
     for path, documents in zip(paths, (*foundations, rest, late), strict=True):
-        _write(path, documents)
+        write_documents(path, documents)
     return applies
 
 
@@ -206,7 +206,8 @@ def _trainer_manager_overlay(source: Path, workdir: Path) -> Path:
     return wrapper
 
 
-def _write(path: Path, documents: list[dict[str, Any]]) -> Path:
+def write_documents(path: Path, documents: list[dict[str, Any]]) -> Path:
+    """Write `documents` as one YAML stream at `path`, whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(yaml.dump_all(documents, Dumper=_DUMPER, sort_keys=False))
@@ -312,6 +313,6 @@ def release_install_steps(
             continue
         path = workdir / f"{name}.yaml"
         if not path.is_file():
-            _write(path, build())
+            write_documents(path, build())
         steps.append(InstallStep(name, component, path))
     return steps

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from trainjob_conformance.cluster.releases.install_plan import (
@@ -36,6 +37,7 @@ from trainjob_conformance.cluster.releases.manifests import (
     release_images,
     stack_applies,
 )
+from trainjob_conformance.cluster.releases.user_manifests import ComponentManifests
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.stack.profiles import Profile
 
@@ -60,9 +62,11 @@ def _is_rollout(phase: Phase) -> bool:
 def upgrade_phases(
     steps: list[InstallStep],
     regroup: Callable[[list[InstallStep]], StackApplies] = stack_applies,
+    managers: Mapping[str, tuple[str, str, str]] = CONTROLLERS,
 ) -> UpgradePhases:
-    """The phases that move a running component to the release `steps` were built from."""
-    plan = install_plan(steps, regroup, force_conflicts=True)
+    """The phases that move a running component to the release `steps` were built from
+    (its manager where `managers` says it runs)."""
+    plan = install_plan(steps, regroup, force_conflicts=True, managers=managers)
     if CRDS_ESTABLISHED not in plan or not any(_is_rollout(phase) for phase in plan):
         raise ConformanceError(
             f"the manifests of {', '.join(s.name for s in steps)} hold no controller to upgrade"
@@ -158,14 +162,23 @@ class PreparedUpgrade:
     local: dict[str, str] | None
     old_steps: list[InstallStep]
     new_steps: list[InstallStep]
+    # Where the manager runs (namespace, Deployment, Pod selector), and the folder of
+    # the user's manifests, where those are applied instead of the release's own.
+    user_controller: tuple[str, str, str] | None = None
+    user_folder: Path | None = None
 
     @property
     def label(self) -> str:
         return f"{self.component} {self.from_version} -> {self.to_version}"
 
     @property
+    def controller(self) -> tuple[str, str, str]:
+        """Where the manager runs: (namespace, Deployment, Pod selector)."""
+        return self.user_controller or CONTROLLERS[self.component]
+
+    @property
     def phases(self) -> UpgradePhases:
-        return upgrade_phases(self.new_steps)
+        return upgrade_phases(self.new_steps, managers={self.component: self.controller})
 
     @property
     def dropped_webhooks(self) -> list[tuple[str, str]]:
@@ -175,10 +188,16 @@ class PreparedUpgrade:
         """What the step did beyond the plain phases, in a few words; `node`: where the
         new Pod runs."""
         where = f", its new Pod on {node}" if node else ""
-        return (
-            f"rolling update of deployment/{CONTROLLERS[self.component][1]}{where}",
+        notes = (
+            f"rolling update of deployment/{self.controller[1]}{where}",
             f"image {self.image} {self.supply}",
         )
+        if self.user_folder is not None:
+            notes += (
+                f"the user's manifests from {self.user_folder}; webhook configurations "
+                "they no longer hold are left as their installer made them",
+            )
+        return notes
 
 
 # One component's manifests of a profile's release, pointed at these local images, or
@@ -212,4 +231,33 @@ def prepare_pulled(
         local=None,
         old_steps=build_steps(profile, None, [component]),
         new_steps=new_steps,
+    )
+
+
+def prepare_user(
+    profile: Profile,
+    given: ComponentManifests,
+    version: str,
+    workdir: Path,
+    served: Callable[[str], str],
+) -> PreparedUpgrade:
+    """The new release as the user's installer renders it (user_manifests.py): applied
+    as they are, their Deployment followed; nothing of the old release is deleted,
+    since the harness does not know what that installer made."""
+    return PreparedUpgrade(
+        component=given.component,
+        from_version=profile.version(given.component),
+        to_version=version,
+        image=given.image,
+        supply=served(given.image),
+        target=with_version(profile, given.component, version),
+        local=None,
+        old_steps=[],
+        new_steps=given.steps(workdir),
+        user_controller=(
+            given.controller.namespace,
+            given.controller.deployment,
+            given.controller.selector,
+        ),
+        user_folder=given.folder,
     )
