@@ -862,19 +862,28 @@ def multikueue_to(view, worker, runtime, queue_params=None, **runtime_params):
     return check
 
 
+def multikueue_queue(view, kueue_queue, runtime, checks, **queue_params):
+    """A LocalQueue behind `checks` (a MultiKueue check among them), once Kueue's webhook
+    gives its TrainJobs spec.managedBy MultiKueue. The webhook reads Kueue's cache, which
+    links the new queue to its checks a little later: a TrainJob created before stays
+    the manager's own, and MultiKueue rejects its Workload ("The owner is not managed by
+    Kueue"), as KQ-MK-007 and -008 met on an upgraded kind cluster (2026-11-29)."""
+    queue = kueue_queue(admission_checks=checks, **queue_params)
+    probe = view.trainjob_manifest("probe", runtime=runtime, queue_name=queue)
+    wait_dry_run_answer(
+        view, probe, "managedBy", MULTIKUEUE, "Kueue knows the MultiKueue check of the queue"
+    )
+    return queue
+
+
 @pytest.mark.policy("KQ-MK-001")
 def test_multikueue_queue_hands_the_trainjob_to_multikueue(
     trainjob_view, training_runtime, kueue_queue, trainjob_policy
 ):
     view = trainjob_view
     check = multikueue_check(view, f"{view.namespace}-worker")
-    queue = kueue_queue(admission_checks=(check,))
     runtime = training_runtime()
-    probe = view.trainjob_manifest("probe", runtime=runtime, queue_name=queue)
-    # Kueue's webhook reads its cache; wait until the cache links the queue to the check.
-    wait_dry_run_answer(
-        view, probe, "managedBy", MULTIKUEUE, "Kueue knows the MultiKueue check of the queue"
-    )
+    queue = multikueue_queue(view, kueue_queue, runtime, (check,))
 
     since = resource_version(view, JOBSET)
     created = submit(view, runtime, queue, "remote", TWO_PODS, NEVER_RUN)
@@ -898,7 +907,7 @@ def test_multikueue_runs_the_trainjob_on_the_worker_and_copies_status_back(
     view, worker = trainjob_view, multikueue_worker
     runtime = training_runtime()
     check = multikueue_to(view, worker, runtime)
-    queue = kueue_queue(admission_checks=(check,))
+    queue = multikueue_queue(view, kueue_queue, runtime, (check,))
 
     since = resource_version(view, JOBSET)
     created = submit(view, runtime, queue, "remote", TWO_PODS, two_pods(worker.cluster))
@@ -938,7 +947,7 @@ def test_multikueue_waits_for_the_other_admission_checks_before_dispatching(
     runtime = training_runtime()
     check = multikueue_to(view, worker, runtime)
     other = decided_admission_check(view, f"{view.namespace}-held")
-    queue = kueue_queue(admission_checks=(check, other))
+    queue = multikueue_queue(view, kueue_queue, runtime, (check, other))
 
     since = resource_version(worker, TRAINJOB)
     created = submit(view, runtime, queue, "remote", TWO_PODS, two_pods(worker.cluster))
@@ -1027,7 +1036,7 @@ def test_multikueue_leaves_a_workers_own_trainjob_of_the_same_name_alone(
     view, worker = trainjob_view, multikueue_worker
     runtime = training_runtime()
     check = multikueue_to(view, worker, runtime)
-    queue = kueue_queue(admission_checks=(check,))
+    queue = multikueue_queue(view, kueue_queue, runtime, (check,))
     # The worker's team's own TrainJob, not queued: MultiKueue did not create it.
     own = worker.create_trainjob("shared", runtime=runtime, suspend=True, num_nodes=1)
     uid = own["metadata"]["uid"]
@@ -1148,7 +1157,9 @@ def test_a_preemption_on_the_manager_takes_the_trainjob_off_the_worker(
     runtime = training_runtime(hold=True)
     check = multikueue_to(view, worker, runtime, hold=True)
     low, high = low_and_high_priority(view)
-    queue = kueue_queue(admission_checks=(check,), cpu="1", preemption="LowerPriority")
+    queue = multikueue_queue(
+        view, kueue_queue, runtime, (check,), cpu="1", preemption="LowerPriority"
+    )
 
     submit_with_priority(view, runtime, queue, "low", low)
     worker.wait("TrainJob low on the worker", lambda: worker.find(TRAINJOB, "low"))
@@ -1206,7 +1217,7 @@ def test_an_eviction_on_the_worker_sends_the_trainjob_out_again(
         view, worker, runtime, {"cpu": "1", "preemption": "LowerPriority"}, hold=True
     )
     low, high = low_and_high_priority(view, worker)
-    queue = kueue_queue(admission_checks=(check,))
+    queue = multikueue_queue(view, kueue_queue, runtime, (check,))
 
     submit_with_priority(view, runtime, queue, "low", low)
     workload = wait_workload(view, "low")["metadata"]["name"]

@@ -252,6 +252,18 @@ def test_it():
     result.stderr.fnmatch_lines(["*policy 'TJ-NOPE-001' is not in the catalog*"])
 
 
+def test_an_unknown_policy_selected_is_one_line_before_any_worker_starts(pytester):
+    pytester.makefile(".yaml", policies=CATALOG)
+    pytester.makeconftest(CONFTEST.replace("{version}", "v2.2.1"))
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest(
+        "--trainjob-catalog=policies.yaml", "--trainjob-policy=KQ-MK-004", "-n", "2"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--trainjob-policy KQ-MK-004: not in the catalog*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
 def refusing_kubeconfig(tmp_path):
     kubeconfig = tmp_path / "refusing.yaml"
     kubeconfig.write_text(

@@ -62,6 +62,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(error)) from None
     config.stash[stash.SETTINGS] = settings
     config.stash[stash.PACKS] = packs
+    # Here, before a cluster starts: at collection, an unknown ID would stop each
+    # xdist worker after the controller had started the cluster, and the run would
+    # end in xdist's "no active workers" traceback instead of this line.
+    unknown = [p for p in settings.policies if p not in stash.catalog(config)]
+    if unknown:
+        raise pytest.UsageError(
+            f"--trainjob-policy {', '.join(unknown)}: not in the catalog "
+            "(see fixtures/policies.yaml, or the pack's policies.yaml as PACK/ID)"
+        )
     # A pack's tests live outside this repository: collect them with the rest.
     given = {Path(arg.split("::")[0]).resolve() for arg in config.args}
     config.args.extend(str(pack.root) for pack in packs if pack.root not in given)
