@@ -82,6 +82,7 @@ def check_run_args(args: argparse.Namespace) -> None:
 
 def pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
     report = Path(args.report).resolve() if args.report else None
+    stop_after = tuple(getattr(args, "stop_after_failure_of", ()))
     return PytestInvocation(
         profile=profile,
         cluster=args.cluster,
@@ -93,7 +94,11 @@ def pytest_command(args: argparse.Namespace, profile: str) -> list[str]:
         packs=tuple(Path(pack).resolve() for pack in args.pack),
         policies=tuple(getattr(args, "policy", [])),
         record=bool(getattr(args, "record", False)),
-        stop_after_failure_of=tuple(getattr(args, "stop_after_failure_of", ())),
+        stop_after_failure_of=stop_after,
+        # Tests that must run first (compat's stack checks) go out in collected order,
+        # a few to each worker as it asks: worksteal would hand each worker a
+        # contiguous half, the checks all to one and the other's tests to the other.
+        dist="load" if stop_after else "worksteal",
         extra=tuple(args.pytest_args),
     ).argv()
 
