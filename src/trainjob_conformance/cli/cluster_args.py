@@ -6,13 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainjob_conformance.cluster.provider import (
-    CHOICE,
-    DIRECTORY,
-    KUBECONFIG,
-    TEXT,
-    ProviderKind,
-)
+from trainjob_conformance.cluster.provider import CHOICE, KUBECONFIG, TEXT, ProviderKind
 from trainjob_conformance.cluster.registry import provider_kind, provider_kinds, provider_options
 from trainjob_conformance.errors import ConformanceError
 
@@ -49,10 +43,6 @@ def check_cluster_args(args: argparse.Namespace) -> None:
     for option in provider_options():
         given = getattr(args, option.dest, None)
         if given is None or option.kind in (CHOICE, TEXT):
-            continue
-        if option.kind == DIRECTORY:
-            if not Path(given).is_dir():
-                raise ConformanceError(f"--{option.name} {given} is not a directory")
             continue
         if not Path(given).is_file():
             raise ConformanceError(f"{option.name.replace('-', ' ')} {given} does not exist")

@@ -197,7 +197,9 @@ def _check_user_manifests(args: argparse.Namespace, plan: UpgradePlan) -> None:
             f"--manifests is for --cluster existing: a cluster of {args.cluster} runs the "
             "releases' own manifests, and its upgrade applies those"
         )
-    manifests = read_user_manifests(Path(args.manifests).resolve())
+    # Absolute from here: the provider reads it again, and the step's notes name it.
+    args.manifests = str(Path(args.manifests).resolve())
+    manifests = read_user_manifests(Path(args.manifests))
     refused = plan_refusals(manifests, ((s.component, s.to_version) for s in plan.steps))
     if refused:
         raise ConformanceError("; ".join(refused))

@@ -20,12 +20,11 @@ from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.waits import WaitTimeout
 from trainjob_conformance.stack.profiles import Profile
 
-# How a provider's option is given: one of its choices, a file, a directory, a
-# kubeconfig (a file the harness checks is one: kube/kubeconfig.py), or text the
-# provider checks itself (a URL).
+# How a provider's option is given: one of its choices, a file, a kubeconfig
+# (a file the harness checks is one: kube/kubeconfig.py), or text the provider
+# checks itself (a URL, a directory of manifests).
 CHOICE = "choice"
 PATH = "path"
-DIRECTORY = "directory"
 KUBECONFIG = "kubeconfig"
 TEXT = "text"
 # The option of a provider that takes a cluster by its kubeconfig (existing).

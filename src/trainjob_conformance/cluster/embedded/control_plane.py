@@ -251,14 +251,16 @@ class EmbeddedControlPlane:
     def _wait_create_turn(self) -> None:
         """Wait while another cluster's create holds the lock: the API server's
         bound starts when this create starts, not before."""
-        if self._creating is None or self._create_turn.is_set():
+        creating = self._creating
+        if creating is None or self._create_turn.is_set():
             return
         if not self._create_turn.wait(0.5):
             say(f"waiting for another kwokctl create to end first: {_create_lock_holder()}")
 
         def our_turn() -> bool:
             self._check_create()
-            return self._create_turn.is_set() or not self._creating_alive()
+            # (a create that ended without its turn: its error is raised above)
+            return self._create_turn.is_set() or not creating.is_alive()
 
         wait_for(
             f"the turn of {self.name} to create (one kwokctl create at a time on this machine)",
@@ -267,9 +269,6 @@ class EmbeddedControlPlane:
             diagnostics=lambda: f"the create holding the lock: {_create_lock_holder()}",
             interval=_LOCAL_POLL,
         )
-
-    def _creating_alive(self) -> bool:
-        return self._creating is not None and self._creating.is_alive()
 
     def wait_api_server(self, timeout: float = _API_SERVER_TIMEOUT) -> Path:
         """The kubeconfig, once the API server reports ready; `finish` waits for the rest.

@@ -5,10 +5,10 @@ its code is in provider.py, imported only when a cluster is asked for.
 """
 
 from trainjob_conformance.cluster.provider import (
-    DIRECTORY,
     KUBECONFIG,
     KUBECONFIG_OPTION,
     MANIFESTS_OPTION,
+    TEXT,
     ProviderKind,
     ProviderOption,
 )
@@ -25,10 +25,11 @@ PROVIDER = ProviderKind(
             required="--cluster existing needs --kubeconfig PATH "
             "(the current kubectl context is never used)",
         ),
-        # `upgrade --manifests DIR` sets it (cluster/releases/user_manifests.py).
+        # `upgrade --manifests DIR` sets it; the provider reads and checks the
+        # directory itself (cluster/releases/user_manifests.py).
         ProviderOption(
             MANIFESTS_OPTION,
-            kind=DIRECTORY,
+            kind=TEXT,
             help="the new releases' manifests as the cluster's installer renders them",
             on_command_line=False,
         ),

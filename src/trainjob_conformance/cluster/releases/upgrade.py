@@ -254,10 +254,6 @@ def prepare_user(
         local=None,
         old_steps=[],
         new_steps=given.steps(workdir),
-        user_controller=(
-            given.controller.namespace,
-            given.controller.deployment,
-            given.controller.selector,
-        ),
+        user_controller=given.controller,
         user_folder=given.folder,
     )

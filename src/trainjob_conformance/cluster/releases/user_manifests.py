@@ -36,22 +36,9 @@ _JUDGED_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-@dataclass(frozen=True)
-class Controller:
-    """Where a component's manager runs: its Deployment and its Pods' labels."""
-
-    namespace: str
-    deployment: str
-    selector: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.namespace}/{self.deployment}"
-
-
-def release_controller(component: str) -> Controller:
-    """Where the releases' own manifests run the component's manager."""
-    return Controller(*CONTROLLERS[component])
+# Where a manager runs, as CONTROLLERS gives it for the releases' own manifests:
+# (namespace, Deployment, its Pods' label selector).
+Controller = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -104,7 +91,7 @@ def _documents(folder: Path) -> list[dict[str, Any]]:
         try:
             loaded = list(yaml.load_all(path.read_text(), Loader=_LOADER))
         except (OSError, yaml.YAMLError) as error:
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            first = (str(error).splitlines() or ["no detail given"])[0]
             raise ConformanceError(f"{path} is not readable YAML: {first}") from None
         for document in loaded:
             if not document:
@@ -135,7 +122,7 @@ def _deployment_controller(folder: Path, documents: list[dict[str, Any]]) -> tup
             "e.g. helm template --namespace)"
         )
     selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
-    return Controller(metadata["namespace"], metadata["name"], selector), containers[0]["image"]
+    return (metadata["namespace"], metadata["name"], selector), containers[0]["image"]
 
 
 def read_user_manifests(directory: Path) -> dict[str, ComponentManifests]:
@@ -192,10 +179,11 @@ def running_mismatch(given: ComponentManifests, running: tuple[str, str] | None)
     if running is None:
         return None
     namespace, name = running
-    if (namespace, name) == (given.controller.namespace, given.controller.deployment):
+    if (namespace, name) == given.controller[:2]:
         return None
     return (
-        f"{given.folder} installs Deployment {given.controller.name}, but {given.component} "
+        f"{given.folder} installs Deployment {'/'.join(given.controller[:2])}, but "
+        f"{given.component} "
         f"runs as {namespace}/{name} here: the apply would add a second manager; render the "
         "manifests with the names the cluster's installer gave it"
     )
