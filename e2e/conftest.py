@@ -12,6 +12,7 @@ from trainjob_conformance.cluster.hold import HOLD_IMAGE
 from trainjob_conformance.kube.kinds import CLUSTER_TRAINING_RUNTIME, LOCAL_QUEUE, NAMESPACE
 from trainjob_conformance.kube.waits import NotYet, wait_for
 from trainjob_conformance.policies.admission import accepted_within
+from trainjob_conformance.policies.nodes import OwnNodes, add_own_nodes
 from trainjob_conformance.policies.runtimes import images_of, stand_in_copy
 from trainjob_conformance.policies.view import TrainJobView
 from trainjob_conformance.stack.gobuild import module_source
@@ -203,6 +204,23 @@ def tas_topology(trainjob_cluster) -> tuple[Topology, str]:
 
 
 @pytest.fixture
+def own_nodes(trainjob_cluster, trainjob_view: TrainJobView) -> Callable[..., OwnNodes]:
+    """Nodes of the test's own, with room for the Pods it chooses (policies/nodes.py);
+    skips where the cluster's nodes are kubelets, whose capacity is set when they start."""
+
+    def make(count: int, pods: int) -> OwnNodes:
+        if not trainjob_cluster.adds_nodes:
+            pytest.skip(
+                "needs nodes whose pod capacity the test chooses, which a cluster of kwok's "
+                f"nodes gives; this cluster's nodes run a kubelet (images: "
+                f"{trainjob_cluster.image_supply}), whose capacity is fixed when it starts"
+            )
+        return add_own_nodes(trainjob_view, count, pods)
+
+    return make
+
+
+@pytest.fixture
 def kueue_queue(trainjob_view: TrainJobView, trainjob_templates) -> Callable[..., str]:
     """A LocalQueue in the test's namespace, backed by a ClusterQueue and flavor of its own.
 
@@ -218,6 +236,7 @@ def kueue_queue(trainjob_view: TrainJobView, trainjob_templates) -> Callable[...
         memory: str = "32Gi",
         admission_checks: tuple[str, ...] = (),
         preemption: str = "",
+        tolerations: list[dict] | None = None,
     ) -> str:
         render = trainjob_templates.render_one
         if topology is not None:
@@ -227,6 +246,7 @@ def kueue_queue(trainjob_view: TrainJobView, trainjob_templates) -> Callable[...
                 "resourceflavor",
                 name=namespace,
                 node_labels=dict(node_labels or {}),
+                tolerations=list(tolerations or []),
                 topology_name=namespace if topology is not None else "",
             )
         )

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from trainjob_conformance.cluster.capabilities import Topology
 from trainjob_conformance.kube.errors import Rejected
-from trainjob_conformance.kube.kinds import NODE, POD
+from trainjob_conformance.kube.kinds import NODE, POD, WORKLOAD
 from trainjob_conformance.kube.waits import NotYet, WaitTimeout
 from trainjob_conformance.lifecycle.turns import one_at_a_time
+from trainjob_conformance.policies.history import resource_version, stored_while
+from trainjob_conformance.policies.nodes import allocatable_pods, set_pod_capacity
 from trainjob_conformance.policies.pods import (
     gate_names,
     pods_of,
@@ -23,9 +26,11 @@ from trainjob_conformance.policies.pods import (
 from trainjob_conformance.policies.view import DEFAULT_TIMEOUT, JOBSET_NAME_LABEL, condition
 from trainjob_conformance.policies.workloads import (
     TOPOLOGY_GATE,
+    owned_by,
     topology_holders_elsewhere,
     wait_admitted,
     wait_finished,
+    workloads_of,
 )
 
 pytestmark = pytest.mark.kueue
@@ -430,3 +435,122 @@ def test_tas_places_pods_only_on_nodes_their_required_node_affinity_allows(
             f"Kueue placed TrainJob kept's Pod on {placed}, which its required node affinity "
             f"excludes (it allows {', '.join(allowed)})"
         )
+
+
+# KQ-TAS-007's node has room for two Pods, one of them taken by an admitted TrainJob; a
+# TrainJob of two PodSets of one Pod each does not fit in what is left until the node is
+# given room for three.
+NODE_ROOM = 2
+RAISED_ROOM = 3
+TWO_PODSETS = 2
+DATASET_INITIALIZER = "dataset-initializer"
+SMALL_POD = {"cpu": "100m", "memory": "64Mi"}
+
+
+def quota_decided(view, trainjob):
+    """The TrainJob's Workload once Kueue has said whether it reserves quota for it (its
+    QuotaReserved condition, True or False)."""
+
+    def probe():
+        found = workloads_of(view, trainjob)
+        if len(found) != 1:
+            return NotYet(f"{len(found)} Workloads")
+        status = condition(found[0], "QuotaReserved").get("status")
+        return found[0] if status in ("True", "False") else NotYet("QuotaReserved not reported")
+
+    what = f"Kueue to decide on quota for TrainJob {trainjob}"
+    view.record_wait(what, WORKLOAD, jsonpath=quota_reserved_path(trainjob), nonempty=True)
+    with view.unrecorded():
+        return view.wait(what, probe)
+
+
+def quota_reserved_path(trainjob):
+    """Where kubectl finds the QuotaReserved status of the TrainJob's Workload (Kueue
+    names the Workload after the TrainJob's uid: a replay finds it by its owner)."""
+    return (
+        f'{{.items[?(@.metadata.ownerReferences[0].name=="{trainjob}")]'
+        '.status.conditions[?(@.type=="QuotaReserved")].status}'
+    )
+
+
+def wait_all_bound(view, trainjob, count, node):
+    """The TrainJob's `count` Pods once each is bound to `node`."""
+
+    def probe():
+        pods = pods_of(view, trainjob)
+        where = {p["metadata"]["name"]: p["spec"].get("nodeName") or "unbound" for p in pods}
+        done = len(pods) == count and set(where.values()) == {node}
+        return pods if done else NotYet(f"Pods and their nodes: {where or 'none'}")
+
+    return view.wait(f"the {count} Pods of TrainJob {trainjob} bound to {node}", probe)
+
+
+@pytest.mark.policy("KQ-TAS-007")
+def test_tas_counts_the_pods_of_every_podset_against_a_nodes_pod_capacity(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue, own_nodes
+):
+    view = trainjob_view
+    nodes = own_nodes(count=1, pods=NODE_ROOM)
+    (node,) = nodes.names
+    # One level, the node: Kueue places every Pod on the flavor's one node or nowhere.
+    queue = kueue_queue(
+        node_labels=nodes.labels,
+        topology=Topology(levels=(HOSTNAME,), nodes=()),
+        tolerations=nodes.tolerations,
+    )
+    small = {"requests": SMALL_POD}
+
+    # A held TrainJob of one Pod is admitted there and keeps its place: Kueue knows the
+    # node, and one of its two places is taken.
+    view.create_trainjob(
+        "one",
+        runtime=training_runtime(hold=True, required_topology=HOSTNAME),
+        queue_name=queue,
+        num_nodes=1,
+        resources_per_node=small,
+    )
+    wait_admitted(view, "one")
+
+    since = resource_version(view, WORKLOAD)
+    runtime = training_runtime(
+        required_topology=HOSTNAME, initializers={DATASET_INITIALIZER: SMALL_POD}
+    )
+    view.create_trainjob(
+        "two", runtime=runtime, queue_name=queue, num_nodes=1, resources_per_node=small
+    )
+    workload = quota_decided(view, "two")
+    reserved = condition(workload, "QuotaReserved")
+    podsets = ", ".join(p["name"] for p in workload["spec"]["podSets"])
+    count = len(workload["spec"]["podSets"])
+    trainjob_policy.gap_exercised(
+        f"Kueue decided on TrainJob two, PodSets {podsets} of one Pod each, while node "
+        f"{node} has room for {NODE_ROOM} Pods, one taken by TrainJob one: QuotaReserved "
+        f"{reserved.get('status')} ({reserved.get('message', '')})"
+    )
+    view.record_observation(
+        "whether Kueue reserved quota for TrainJob two",
+        WORKLOAD,
+        jsonpath=quota_reserved_path("two"),
+        expected="False",
+        observed=str(reserved.get("status")),
+    )
+
+    with trainjob_policy.holds():
+        assert count == TWO_PODSETS, f"the Workload of TrainJob two has PodSets {podsets}"
+        held = stored_while(
+            view,
+            WORKLOAD,
+            since,
+            "QuotaReserved True",
+            lambda w: owned_by(w, "two") and condition(w, "QuotaReserved").get("status") == "True",
+        )
+        assert not held, (
+            f"Kueue reserved quota for TrainJob two, {count} Pods in PodSets {podsets}, on its "
+            f"flavor's one node {node}, where TrainJob one holds one of the {NODE_ROOM} places "
+            f"the test gave it (its status says allocatable pods: "
+            f"{allocatable_pods(view, node)}): {held[0]} ({reserved.get('message', '')})"
+        )
+        # Room for both: Kueue places the same Workload, so its refusal was the count.
+        set_pod_capacity(view, node, RAISED_ROOM)
+        wait_admitted(view, "two")
+        wait_all_bound(view, "two", count, node)

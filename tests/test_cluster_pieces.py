@@ -6,7 +6,14 @@ import yaml
 from trainjob_conformance.cli import main
 from trainjob_conformance.cluster.embedded.kwok_stages import HOLD_ANNOTATION, harness_stages
 from trainjob_conformance.cluster.embedded.nodes import BLOCK_LABEL, RACK_LABEL, node_manifests
+from trainjob_conformance.cluster.handle import (
+    IMAGES_MIRRORED,
+    IMAGES_PULLED,
+    IMAGES_SIMULATED,
+    ClusterHandle,
+)
 from trainjob_conformance.cluster.serving.certs import CertificateAuthority
+from trainjob_conformance.cluster.simulated_nodes import KWOK_NODE_ANNOTATION, simulated_node
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.namespaces import namespace_name
 from trainjob_conformance.kube.waits import WaitTimeout, wait_for
@@ -61,6 +68,28 @@ def test_nodes_form_a_block_and_rack_topology():
     racks = {n["metadata"]["labels"][RACK_LABEL] for n in nodes}
     assert len(blocks) == 2 and len(racks) == 4 and len(nodes) == 8
     assert all(n["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake" for n in nodes)
+
+
+def test_a_node_of_a_tests_own_is_played_by_kwok_with_the_capacity_it_names():
+    taint = {"key": "example.com/own", "value": "ns", "effect": "NoSchedule"}
+    node = simulated_node("own-0", {"example.com/own": "ns"}, {"cpu": "4", "pods": "2"}, [taint])
+    assert node["metadata"]["annotations"] == {KWOK_NODE_ANNOTATION: "fake"}
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "own-0"
+    assert node["spec"] == {"taints": [taint]}
+    assert node["status"]["allocatable"] == node["status"]["capacity"] == {"cpu": "4", "pods": "2"}
+    # The embedded cluster's own nodes are made the same way, without taints.
+    assert all(
+        n["spec"] == {} and KWOK_NODE_ANNOTATION in n["metadata"]["annotations"]
+        for n in node_manifests()
+    )
+
+
+@pytest.mark.parametrize(
+    ("supply", "adds"), [(IMAGES_SIMULATED, True), (IMAGES_PULLED, False), (IMAGES_MIRRORED, False)]
+)
+def test_only_a_cluster_of_kwok_nodes_lets_a_test_add_nodes(supply, adds):
+    handle = ClusterHandle("any", Path("kubeconfig"), {}, image_supply=supply)
+    assert handle.adds_nodes is adds
 
 
 def test_namespace_names_are_dns_labels_and_unique():

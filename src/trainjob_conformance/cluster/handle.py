@@ -92,6 +92,13 @@ class ClusterHandle:
         their lifecycle (kwok)."""
         return self.image_supply != IMAGES_SIMULATED
 
+    @property
+    def adds_nodes(self) -> bool:
+        """Whether a test may add nodes of the capacity it chooses: kwok plays every Node
+        that carries its annotation (cluster/simulated_nodes.py), where a kubelet's
+        capacity is fixed when its node starts."""
+        return self.image_supply == IMAGES_SIMULATED
+
     def can_run_image(self, image: str) -> bool:
         """Whether a Pod naming `image` gets it: on nodes that run no container any
         image does; on nodes without a registry only the images they hold."""

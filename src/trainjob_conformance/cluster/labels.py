@@ -9,3 +9,8 @@ KUEUE_MANAGED_LABEL = "trainjob-conformance.kubeflow.org/kueue-managed"
 # controllers): no registry serves it, so a node that holds such an image was loaded
 # by hand and pulls nothing (an `existing` cluster the kind provider built).
 LOCAL_IMAGE_HOST = "tjc.local"
+
+# Nodes a test adds for itself carry this label and a NoSchedule taint of the same key,
+# both with the test's namespace as value: no other test's Pod lands on them, and only
+# a flavor that selects and tolerates them places Pods there.
+TEST_NODE_LABEL = "trainjob-conformance.kubeflow.org/test-node"

@@ -15,16 +15,17 @@ TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 TEST_CHECK_CONTROLLER = "trainjob-conformance.kubeflow.org/test"
 
 
+def owned_by(workload: dict[str, Any], trainjob: str) -> bool:
+    """Whether the named TrainJob owns this Workload."""
+    return any(
+        ref.get("kind") == "TrainJob" and ref.get("name") == trainjob
+        for ref in workload["metadata"].get("ownerReferences") or []
+    )
+
+
 def workloads_of(view: TrainJobView, trainjob: str) -> list[dict[str, Any]]:
     """Kueue Workloads whose owner is the named TrainJob."""
-    return [
-        workload
-        for workload in view.list(WORKLOAD)
-        if any(
-            ref.get("kind") == "TrainJob" and ref.get("name") == trainjob
-            for ref in workload["metadata"].get("ownerReferences") or []
-        )
-    ]
+    return [workload for workload in view.list(WORKLOAD) if owned_by(workload, trainjob)]
 
 
 def wait_workload(view: TrainJobView, trainjob: str) -> dict[str, Any]:

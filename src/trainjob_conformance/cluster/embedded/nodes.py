@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainjob_conformance.cluster.simulated_nodes import simulated_node
+
 ZONE_LABEL = "topology.kubernetes.io/zone"
 BLOCK_LABEL = "cloud.provider.com/topology-block"
 RACK_LABEL = "cloud.provider.com/topology-rack"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 # block -> racks -> nodes per rack: 2 blocks x 2 racks x 2 nodes.
 _LAYOUT = {"block-a": ("rack-a1", "rack-a2"), "block-b": ("rack-b1", "rack-b2")}
@@ -33,28 +33,15 @@ def node_manifests(mode: str = "cloud") -> list[dict[str, Any]]:
         for rack in racks:
             for index in range(_NODES_PER_RACK):
                 name = f"node-{rack.removeprefix('rack-')}-{index}"
-                capacity = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": "110"}
                 labels = {"type": "kwok"} if mode == "kwok" else {}
-                nodes.append(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Node",
-                        "metadata": {
-                            "name": name,
-                            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
-                            "labels": {
-                                **labels,
-                                HOSTNAME_LABEL: name,
-                                ZONE_LABEL: "zone-1",
-                                BLOCK_LABEL: block,
-                                RACK_LABEL: rack,
-                                "node.kubernetes.io/instance-type": "standard-8cpu-32gi",
-                                "kubernetes.io/os": "linux",
-                                "kubernetes.io/arch": "amd64",
-                            },
-                        },
-                        "spec": {},
-                        "status": {"capacity": capacity, "allocatable": capacity},
-                    }
-                )
+                labels |= {
+                    ZONE_LABEL: "zone-1",
+                    BLOCK_LABEL: block,
+                    RACK_LABEL: rack,
+                    "node.kubernetes.io/instance-type": "standard-8cpu-32gi",
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                }
+                capacity = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": "110"}
+                nodes.append(simulated_node(name, labels, capacity))
     return nodes
