@@ -9,19 +9,21 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tests.fake_goproxy import FakeProxy, fake_goproxy_fixture  # noqa: F401 (fixture)
 from trainjob_conformance.cli import main
 from trainjob_conformance.cli import run as cli
+from trainjob_conformance.cluster.registry import StartingCluster
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.report.model import RunReport
 from trainjob_conformance.report.render import html_page, markdown
 from trainjob_conformance.stack import goproxy
 from trainjob_conformance.stack.compose import describe
 from trainjob_conformance.stack.gobuild import binary_path
-from trainjob_conformance.stack.profiles import compose_profile, load_profile
+from trainjob_conformance.stack.profiles import as_running, compose_profile, load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 KUEUE = "sigs.k8s.io/kueue"
@@ -320,3 +322,27 @@ def test_a_run_that_stops_after_its_stack_checks_hands_them_out_first_to_every_w
     assert command[command.index("--dist") + 1] == "load"
     assert "--trainjob-stop-after-failure-of=TJ-STACK-001" in command
     assert "--trainjob-stop-after-failure-of=KQ-ADMIT-001" in command
+
+
+def test_a_worker_beside_an_upgraded_cluster_runs_the_releases_the_cluster_now_runs():
+    # The catalog after `upgrade trainer-2.0 -> trainer-2.1` needs a MultiKueue worker of
+    # the stack the manager runs then: its Kueue serves the API the tests write.
+    start, target = load_profile("trainer-2.0"), load_profile("trainer-2.1")
+    now = {c: target.version(c) for c in ("jobset", "trainer", "kueue")}
+    running = as_running(start, {**now, "kubernetes": "v9.9.9"})
+    for component in ("jobset", "trainer", "kueue"):
+        assert running.version(component) == target.version(component)
+    # The cluster's own stay as pinned, whatever the cluster reports of itself.
+    assert running.version("kubernetes") == start.version("kubernetes")
+    assert as_running(start, dict(start.versions)) == start
+    # A composed profile keeps its overrides and takes the moved component's release.
+    composed = load_profile("latest+kueue=v0.16.6")
+    moved = as_running(composed, {"kueue": "v0.19.2"})
+    assert moved.version("kueue") == "v0.19.2" and moved.overrides == {"kueue": "v0.19.2"}
+
+
+def test_a_starting_cluster_offers_its_profiles_releases_to_a_worker():
+    profile = load_profile("trainer-2.1")
+    request = SimpleNamespace(provider="embedded", profile=profile, run_dir=Path("/run"))
+    starting = StartingCluster.of(request)  # type: ignore[arg-type]
+    assert starting.versions == profile.versions

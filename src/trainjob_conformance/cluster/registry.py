@@ -11,7 +11,7 @@ provider is asked for. Everything else (the CLI's choices, pytest's options,
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, cast
 
@@ -113,6 +113,8 @@ class PeerSite(Protocol):
     def profile(self) -> str: ...
     @property
     def run_dir(self) -> Path | None: ...
+    @property
+    def versions(self) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -124,10 +126,13 @@ class StartingCluster:
     profile: str
     run_dir: Path | None
     built_by: str = ""
+    # A cluster starting now runs its profile's releases.
+    versions: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, request: ClusterRequest) -> StartingCluster:
-        return cls(request.provider, request.profile.name, request.run_dir)
+        profile = request.profile
+        return cls(request.provider, profile.name, request.run_dir, versions=dict(profile.versions))
 
 
 def _peer_provider(beside: PeerSite) -> str | None:
@@ -153,12 +158,14 @@ def peer_unavailable(beside: PeerSite) -> str | None:
 
 
 def peer_cluster(beside: PeerSite) -> ClusterProvider:
-    """A not yet started cluster of `beside`'s profile beside it; its state goes in a
+    """A not yet started cluster of the stack `beside` runs (its profile, with any
+    controller it upgraded in place at its new release) beside it; its state goes in a
     directory of `beside`'s run directory named after this process."""
-    from trainjob_conformance.stack.profiles import load_profile
+    from trainjob_conformance.stack.profiles import as_running, load_profile
 
     why = peer_unavailable(beside)
     peer = _peer_provider(beside)
     if why is not None or beside.run_dir is None or peer is None:
         raise ConformanceError(why or "no run directory")
-    return _module(peer).peer_beside(load_profile(beside.profile), beside.run_dir)
+    profile = as_running(load_profile(beside.profile), beside.versions)
+    return _module(peer).peer_beside(profile, beside.run_dir)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -15,6 +16,8 @@ PROFILE_ENV = "TRAINJOB_PROFILE"
 COMPONENT_KEYS = ("kubernetes", "etcd", "kwok", "jobset", "kueue", "trainer")
 # Components a profile may add to the stack.
 OPTIONAL_KEYS = ("training-operator",)
+# The cluster's own: an upgrade in place moves the controllers, never these.
+CLUSTER_KEYS = ("kubernetes", "etcd", "kwok")
 DEFAULT_PROFILE = "latest"
 
 
@@ -33,6 +36,30 @@ class Profile:
 
     def has(self, component: str) -> bool:
         return component in self.versions
+
+
+def with_version(profile: Profile, component: str, version: str) -> Profile:
+    """The profile with `component` at `version`, under the same name: what a cluster of
+    `profile` runs once that component is upgraded in place."""
+    overrides = {**profile.overrides, component: version} if profile.base else {}
+    return dataclasses.replace(
+        profile,
+        description=f"{profile.description} ({component} upgraded in place to {version})",
+        versions={**profile.versions, component: version},
+        overrides=overrides,
+    )
+
+
+def as_running(profile: Profile, versions: Mapping[str, str]) -> Profile:
+    """The profile a cluster started on runs now: its controllers at the releases
+    `versions` names (a cluster upgraded in place), the cluster's own components as
+    pinned."""
+    for component, version in versions.items():
+        if component in CLUSTER_KEYS or not profile.has(component):
+            continue
+        if profile.version(component) != version:
+            profile = with_version(profile, component, version)
+    return profile
 
 
 def _load_all() -> dict[str, Profile]:

@@ -664,8 +664,9 @@ class KindStackCluster:
         says what each phase runs). The handle then names the new release, as does
         the cluster itself (`existing` reads it from the Deployment's image).
 
-        A MultiKueue worker started beside this cluster (the catalog's, through
-        peer_beside) runs the profile the run started on: it is not upgraded.
+        A MultiKueue worker started beside this cluster afterwards (the catalog's,
+        through peer_cluster) runs the releases the handle names, the upgraded ones
+        included; one started before is not upgraded.
         """
         kubectl, handle = self._upgradable(component, version)
 

@@ -17,13 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trainjob_conformance.cluster.kind.images import local_build
-from trainjob_conformance.cluster.releases.upgrade import (
-    PreparedUpgrade,
-    StepsBuilder,
-    with_version,
-)
+from trainjob_conformance.cluster.releases.upgrade import PreparedUpgrade, StepsBuilder
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.stack.profiles import Profile
+from trainjob_conformance.stack.profiles import Profile, with_version
 
 
 def import_command(node: str) -> list[str]:

@@ -18,7 +18,6 @@ also build the image here and load it into its nodes (cluster/kind/upgrade.py).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from trainjob_conformance.cluster.releases.manifests import (
 )
 from trainjob_conformance.cluster.releases.user_manifests import ComponentManifests
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.stack.profiles import Profile
+from trainjob_conformance.stack.profiles import Profile, with_version
 
 # A release tag, as the profiles pin them: an upgrade moves to a release.
 _RELEASE_TAG = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
@@ -91,18 +90,6 @@ def check_request(component: str, version: str, running: Iterable[str]) -> None:
             f"{component} does not run on this cluster: an upgrade moves a running "
             "component to another release"
         )
-
-
-def with_version(profile: Profile, component: str, version: str) -> Profile:
-    """The cluster's profile with `component` at `version`, under the same name: the
-    manifest builder renders that release's manifests from it."""
-    overrides = {**profile.overrides, component: version} if profile.base else {}
-    return dataclasses.replace(
-        profile,
-        description=f"{profile.description} ({component} upgraded in place to {version})",
-        versions={**profile.versions, component: version},
-        overrides=overrides,
-    )
 
 
 def webhook_configurations(steps: list[InstallStep]) -> set[tuple[str, str]]:
