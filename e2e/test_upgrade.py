@@ -28,6 +28,7 @@ from trainjob_conformance.upgrade.record import (
     MANAGED,
     MANAGED_PYTORCHJOB,
     QUEUED,
+    SETTLED,
     SUSPENDED,
 )
 
@@ -42,6 +43,8 @@ def at(record) -> str:
     """Where the stack is, for an assertion's words."""
     if record.phase == BEFORE:
         return "before the upgrade"
+    if record.phase == SETTLED and record.steps_done:
+        return f"over the whole window, once the judge after {record.steps_done[-1]} was over"
     return f"after {record.steps_done[-1]}" if record.steps_done else record.phase
 
 

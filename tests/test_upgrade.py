@@ -25,6 +25,7 @@ from trainjob_conformance.upgrade.record import (
     BEFORE,
     FINAL,
     GATED,
+    SETTLED,
     InFlightObject,
     UpgradeRecord,
 )
@@ -294,6 +295,32 @@ def test_prove_counts_a_break_detected_only_where_the_policy_held_before_it():
     assert rows["UP-SUSP-001"].outcome == "detected"
     assert rows["UP-EDIT-001"].outcome == "MISSED"
     assert rows["UP-MB-001"].outcome == "ERROR"  # its break was not applied
+
+
+def test_a_failure_seen_only_once_the_last_steps_judge_is_over_turns_the_column():
+    # Kueue v0.16.6 deleted the admitted TrainJob's Workload a moment after its own step's
+    # judge had read the window: the judge of the whole window after it sees it.
+    catalog = load_catalog(suite().catalog)
+    step = "trainer v2.2.1 -> v2.3.0"
+    deleted = "Workload w of TrainJob admitted was deleted (+15.3s DELETED rv 648)"
+    run = upgrade_run(
+        **{
+            BEFORE: phase_report(("UP-KQ-001", PASS, "")),
+            step: phase_report(("UP-KQ-001", PASS, "")),
+            SETTLED: phase_report(("UP-KQ-001", FAIL, deleted)),
+            FINAL: phase_report(("UP-KQ-002", PASS, "")),
+        }
+    )
+    column = column_report(run, catalog)
+    results = {r.policy: r for r in column.results}
+    assert results["UP-KQ-001"].result == FAIL and deleted in results["UP-KQ-001"].reason
+    assert "the whole window, after the last step's judge" in upgrade_markdown(run, column)
+
+    # Under `--prove` that judge reads the stack its breaks left: not a baseline.
+    run.phases[step] = phase_report(("UP-KQ-001", FAIL, deleted))
+    run.broke = {"UP-KQ-001": "workload-recreated-by-the-upgrade"}
+    rows = {row.policy: row for row in prove_report(run, catalog).rows}
+    assert rows["UP-KQ-001"].outcome == "detected"
 
 
 def test_judged_by_is_checked(tmp_path):

@@ -26,6 +26,10 @@ MANAGED_PYTORCHJOB = (
 # The judge that runs once, after the last step: the queued TrainJob gets the
 # quota the admitted one frees.
 FINAL = "final"
+# The judge, after the last step's, of what must never happen over the whole window:
+# a manager acts on its restart a moment after its step is done (Kueue v0.16.6 deleted
+# the admitted TrainJob's Workload after the judge of its own step had read the window).
+SETTLED = "settled"
 BEFORE = "before"
 
 

@@ -23,12 +23,17 @@ from trainjob_conformance.report.model import (
     RunReport,
     worst_result,
 )
-from trainjob_conformance.upgrade.record import BEFORE, FINAL
+from trainjob_conformance.upgrade.record import BEFORE, FINAL, SETTLED
 from trainjob_conformance.upgrade.session import FINAL_POLICIES, UpgradeRun
 
 
 def _phase_words(phase: str) -> str:
-    return {BEFORE: "before the upgrade", FINAL: "after the last step"}.get(phase, f"after {phase}")
+    words = {
+        BEFORE: "before the upgrade",
+        SETTLED: "the whole window, after the last step's judge",
+        FINAL: "after the last step",
+    }
+    return words.get(phase, f"after {phase}")
 
 
 def _versions(run: UpgradeRun) -> dict[str, str]:
@@ -232,7 +237,8 @@ def prove_report(run: UpgradeRun, catalog: dict[str, Policy]) -> ProveReport:
             baseline = [
                 r.result
                 for name, report_ in run.phases.items()
-                if name not in (phase, FINAL)
+                # The judges after the last step's read the stack its breaks left.
+                if name not in (phase, SETTLED, FINAL)
                 for r in report_.results
                 if r.policy == policy_id
             ]

@@ -56,13 +56,22 @@ from trainjob_conformance.upgrade.inflight import (
     seed_running_objects,
     seed_suspended_objects,
 )
-from trainjob_conformance.upgrade.record import BEFORE, FINAL, MANAGED_PYTORCHJOB, UpgradeRecord
+from trainjob_conformance.upgrade.record import (
+    BEFORE,
+    FINAL,
+    MANAGED_PYTORCHJOB,
+    SETTLED,
+    UpgradeRecord,
+)
 from trainjob_conformance.upgrade.standins import act
 from trainjob_conformance.upgrade.steps import Step, UpgradePlan
 from trainjob_conformance.upgrade.window import AUDIT_COVERS, WATCH_GAP, Window
 
 # Judged once, after the last step: it changes what it judges (frees the quota).
 FINAL_POLICIES = ("UP-KQ-002",)
+# Statements over the whole window, judged again once the last step's judge is over,
+# before the final judge changes what they judge (it deletes the admitted TrainJob).
+WINDOW_POLICIES = ("UP-GATE-001", "UP-KQ-001")
 
 
 @dataclass
@@ -358,6 +367,11 @@ def run_upgrade(
             progress(f"judge after {step.label}")
             run.phases[step.label] = judges.run(step.label, step_policies, record_path, workers=0)
         if not broken:
+            record.phase = SETTLED
+            record.write(record_path)
+            progress("judge the whole window again, once the last step's judge is over")
+            settled = [p for p in step_policies if p in WINDOW_POLICIES]
+            run.phases[SETTLED] = judges.run(SETTLED, settled, record_path, workers=0)
             record.phase = FINAL
             record.write(record_path)
             progress("judge after the last step: the queued TrainJob gets the freed quota")
