@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainjob_conformance.cluster.labels import TEST_NODE_LABEL
 from trainjob_conformance.kube.conflicts import until_no_conflict
-from trainjob_conformance.kube.kinds import ADMISSION_CHECK, NAMESPACE, TRAINJOB, WORKLOAD
+from trainjob_conformance.kube.kinds import (
+    ADMISSION_CHECK,
+    NAMESPACE,
+    RESOURCE_FLAVOR,
+    TRAINJOB,
+    WORKLOAD,
+)
 from trainjob_conformance.kube.namespaces import TEST_NAMESPACE_LABEL
 from trainjob_conformance.kube.waits import NotYet
 from trainjob_conformance.policies.view import DEFAULT_TIMEOUT, TrainJobView, condition
@@ -118,21 +125,29 @@ def wait_finished(view: TrainJobView, trainjob: str, timeout: float) -> tuple[di
 def topology_holders_elsewhere(view: TrainJobView) -> list[str]:
     """Workloads in other tests' namespaces (terminating ones too) that Kueue admitted
     with a topology assignment, as namespace/name: what Kueue counts against the nodes
-    of every topology-aware flavor over the same nodes."""
+    of every topology-aware flavor over the same nodes. One placed only on flavors of a
+    test's own nodes (policies/nodes.py) holds none of the cluster's."""
     tests = {
         ns["metadata"]["name"]
         for ns in view.kube.list(*NAMESPACE, label_selector=f"{TEST_NAMESPACE_LABEL}=true")
     }
     tests.discard(view.namespace)
-    return sorted(
-        f"{w['metadata']['namespace']}/{w['metadata']['name']}"
-        for w in view.kube.list(*WORKLOAD)
-        if w["metadata"]["namespace"] in tests
-        and any(
-            a.get("topologyAssignment")
-            for a in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
-        )
-    )
+    own_nodes_only = {
+        flavor["metadata"]["name"]
+        for flavor in view.kube.list(*RESOURCE_FLAVOR)
+        if TEST_NODE_LABEL in ((flavor.get("spec") or {}).get("nodeLabels") or {})
+    }
+    held = []
+    for workload in view.kube.list(*WORKLOAD):
+        assignments = ((workload.get("status") or {}).get("admission") or {}).get(
+            "podSetAssignments"
+        ) or []
+        placed = [a for a in assignments if a.get("topologyAssignment")]
+        flavors = {f for a in placed for f in (a.get("flavors") or {}).values()}
+        metadata = workload["metadata"]
+        if metadata["namespace"] in tests and placed and not flavors <= own_nodes_only:
+            held.append(f"{metadata['namespace']}/{metadata['name']}")
+    return sorted(held)
 
 
 def wait_quota_reserved(
