@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -185,7 +186,7 @@ def test_picked_ports_are_free_and_outside_the_ephemeral_range():
     assert all(ports._bindable(port) for port in picked)
 
 
-def test_a_port_is_never_handed_out_twice(monkeypatch):
+def test_a_port_is_never_handed_out_twice(monkeypatch, tmp_path):
     # Two picks before either is bound both pass the bind check; the second
     # must still differ (a worker cluster's JobSet health port once equalled
     # its Kueue webhook port, and Kueue exited on "address already in use").
@@ -195,8 +196,37 @@ def test_a_port_is_never_handed_out_twice(monkeypatch):
     monkeypatch.setattr(ports.random, "randint", lambda low, high: next(draws))
     monkeypatch.setattr(ports, "_HANDED_OUT", set())
     monkeypatch.setattr(ports, "_bindable", lambda port: True)
+    monkeypatch.setattr(ports, "_CLAIMS", tmp_path)
 
     assert [ports.free_port(), ports.free_port()] == [25000, 25001]
+
+
+def test_a_port_another_living_harness_process_picked_is_not_handed_out(monkeypatch, tmp_path):
+    # Another process's pick passes the bind check here until it binds it (a worker's
+    # Trainer exited on "address already in use" for its webhook port, 2026-11-29).
+    import subprocess
+    import sys
+
+    from trainjob_conformance import ports
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    try:
+        (tmp_path / "25000").write_text(str(other.pid))
+        (tmp_path / "25001").write_text(str(gone.pid))  # its process ended: taken over
+        draws = iter([25000, 25001])
+        monkeypatch.setattr(ports.random, "randint", lambda low, high: next(draws))
+        monkeypatch.setattr(ports, "_HANDED_OUT", set())
+        monkeypatch.setattr(ports, "_bindable", lambda port: True)
+        monkeypatch.setattr(ports, "_CLAIMS", tmp_path)
+
+        assert ports.free_port() == 25001
+        assert (tmp_path / "25001").read_text() == str(os.getpid())
+        assert (tmp_path / "25000").read_text() == str(other.pid)
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_an_audited_control_plane_hands_kwokctl_a_policy_of_writes_only(tmp_path):

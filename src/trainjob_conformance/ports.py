@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import random
 import socket
+import tempfile
 import threading
 from pathlib import Path
 
@@ -20,6 +23,12 @@ _EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 # port and its Kueue webhook port once came out the same).
 _HANDED_OUT: set[int] = set()
 _HANDING_OUT = threading.Lock()
+# The harness's other processes on the machine pick from the same range (a lane's
+# clusters beside prove's and kind's): a port one of them picked and has not bound
+# yet passes the bind check here too (a MultiKueue worker's Trainer once exited on
+# "address already in use" for its webhook port). So each pick is claimed machine-wide
+# by a file named after the port, holding the claimer's pid, while that process lives.
+_CLAIMS = Path(tempfile.gettempdir()) / "trainjob-conformance-ports"
 
 
 def _highest() -> int:
@@ -52,7 +61,7 @@ def _pick() -> int:
     if highest > _LOWEST:
         for _ in range(500):
             port = random.randint(_LOWEST, highest)
-            if port not in _HANDED_OUT and _bindable(port):
+            if port not in _HANDED_OUT and _bindable(port) and _claim(port):
                 return port
     # No room below the ephemeral range on this machine: let the kernel choose.
     for _ in range(500):
@@ -62,3 +71,46 @@ def _pick() -> int:
         if port not in _HANDED_OUT:
             return port
     raise OSError("no free loopback port left to hand out")
+
+
+def _claimer_alive(claim: Path) -> bool:
+    try:
+        pid = int(claim.read_text())
+    except (OSError, ValueError):
+        return True  # being written by its claimer (or unreadable: left alone)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process, alive
+    return True
+
+
+def _claim(port: int) -> bool:
+    """Claim `port` for this process, unless a living harness process has; a claim
+    whose process is gone is taken over. A reused pid only makes a port skipped."""
+    _CLAIMS.mkdir(parents=True, exist_ok=True)
+    claim = _CLAIMS / str(port)
+    for _ in range(2):
+        try:
+            descriptor = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if _claimer_alive(claim):
+                return False
+            claim.unlink(missing_ok=True)
+            continue
+        with os.fdopen(descriptor, "w") as file:
+            file.write(str(os.getpid()))
+        atexit.register(_release, claim)
+        return True
+    return False
+
+
+def _release(claim: Path) -> None:
+    """This process's claim goes when it ends; one killed leaves it to be taken over."""
+    try:
+        if claim.read_text() == str(os.getpid()):
+            claim.unlink()
+    except OSError:
+        pass
