@@ -21,16 +21,18 @@ from trainjob_conformance.policies.pods import (
     pods_of,
     pods_resource_version,
     record_pod_label,
+    wait_bound_to,
     watch_pods,
 )
 from trainjob_conformance.policies.view import DEFAULT_TIMEOUT, JOBSET_NAME_LABEL, condition
 from trainjob_conformance.policies.workloads import (
     TOPOLOGY_GATE,
+    condition_path,
     owned_by,
     topology_holders_elsewhere,
     wait_admitted,
     wait_finished,
-    workloads_of,
+    wait_quota_decided,
 )
 
 pytestmark = pytest.mark.kueue
@@ -447,44 +449,6 @@ DATASET_INITIALIZER = "dataset-initializer"
 SMALL_POD = {"cpu": "100m", "memory": "64Mi"}
 
 
-def quota_decided(view, trainjob):
-    """The TrainJob's Workload once Kueue has said whether it reserves quota for it (its
-    QuotaReserved condition, True or False)."""
-
-    def probe():
-        found = workloads_of(view, trainjob)
-        if len(found) != 1:
-            return NotYet(f"{len(found)} Workloads")
-        status = condition(found[0], "QuotaReserved").get("status")
-        return found[0] if status in ("True", "False") else NotYet("QuotaReserved not reported")
-
-    what = f"Kueue to decide on quota for TrainJob {trainjob}"
-    view.record_wait(what, WORKLOAD, jsonpath=quota_reserved_path(trainjob), nonempty=True)
-    with view.unrecorded():
-        return view.wait(what, probe)
-
-
-def quota_reserved_path(trainjob):
-    """Where kubectl finds the QuotaReserved status of the TrainJob's Workload (Kueue
-    names the Workload after the TrainJob's uid: a replay finds it by its owner)."""
-    return (
-        f'{{.items[?(@.metadata.ownerReferences[0].name=="{trainjob}")]'
-        '.status.conditions[?(@.type=="QuotaReserved")].status}'
-    )
-
-
-def wait_all_bound(view, trainjob, count, node):
-    """The TrainJob's `count` Pods once each is bound to `node`."""
-
-    def probe():
-        pods = pods_of(view, trainjob)
-        where = {p["metadata"]["name"]: p["spec"].get("nodeName") or "unbound" for p in pods}
-        done = len(pods) == count and set(where.values()) == {node}
-        return pods if done else NotYet(f"Pods and their nodes: {where or 'none'}")
-
-    return view.wait(f"the {count} Pods of TrainJob {trainjob} bound to {node}", probe)
-
-
 @pytest.mark.policy("KQ-TAS-007")
 def test_tas_counts_the_pods_of_every_podset_against_a_nodes_pod_capacity(
     trainjob_view, trainjob_policy, training_runtime, kueue_queue, own_nodes
@@ -518,7 +482,7 @@ def test_tas_counts_the_pods_of_every_podset_against_a_nodes_pod_capacity(
     view.create_trainjob(
         "two", runtime=runtime, queue_name=queue, num_nodes=1, resources_per_node=small
     )
-    workload = quota_decided(view, "two")
+    workload = wait_quota_decided(view, "two")
     reserved = condition(workload, "QuotaReserved")
     podsets = ", ".join(p["name"] for p in workload["spec"]["podSets"])
     count = len(workload["spec"]["podSets"])
@@ -530,7 +494,7 @@ def test_tas_counts_the_pods_of_every_podset_against_a_nodes_pod_capacity(
     view.record_observation(
         "whether Kueue reserved quota for TrainJob two",
         WORKLOAD,
-        jsonpath=quota_reserved_path("two"),
+        jsonpath=condition_path("two", "QuotaReserved"),
         expected="False",
         observed=str(reserved.get("status")),
     )
@@ -553,4 +517,4 @@ def test_tas_counts_the_pods_of_every_podset_against_a_nodes_pod_capacity(
         # Room for both: Kueue places the same Workload, so its refusal was the count.
         set_pod_capacity(view, node, RAISED_ROOM)
         wait_admitted(view, "two")
-        wait_all_bound(view, "two", count, node)
+        wait_bound_to(view, "two", count, node)

@@ -12,7 +12,7 @@ from trainjob_conformance.cluster.existing.upgrade import refusals
 from trainjob_conformance.cluster.handle import IMAGES_PRELOADED, IMAGES_PULLED
 from trainjob_conformance.cluster.introspect import DetectedStack
 from trainjob_conformance.cluster.registry import provider_kind
-from trainjob_conformance.stack.profiles import load_profile
+from trainjob_conformance.stack.profiles import load_profile, with_version
 
 pytestmark = pytest.mark.harness
 
@@ -102,7 +102,7 @@ def test_a_step_on_an_existing_cluster_runs_the_phases_and_names_the_new_release
         log.append(f"prepared: {served(image)}")
         return releases_upgrade.PreparedUpgrade(
             component, profile.version(component), version, image, served(image),
-            releases_upgrade.with_version(profile, component, version), None, steps, steps,
+            with_version(profile, component, version), None, steps, steps,
         )  # fmt: skip
 
     def regrouped(controllers):

@@ -19,7 +19,7 @@ from trainjob_conformance.cluster.releases import install_plan as plans
 from trainjob_conformance.cluster.releases.applier import ManifestApplier
 from trainjob_conformance.cluster.releases.manifests import InstallStep, StackApplies
 from trainjob_conformance.errors import ConformanceError
-from trainjob_conformance.stack.profiles import load_profile
+from trainjob_conformance.stack.profiles import load_profile, with_version
 
 pytestmark = pytest.mark.harness
 
@@ -123,12 +123,12 @@ def test_manifests_without_a_controller_are_no_upgrade():
 
 def test_the_swapped_profile_moves_one_component_and_keeps_the_clusters_name():
     profile = load_profile("trainer-2.2")
-    swapped = upgrade.with_version(profile, "jobset", "v0.12.0")
+    swapped = with_version(profile, "jobset", "v0.12.0")
     assert swapped.name == profile.name
     assert swapped.versions == {**profile.versions, "jobset": "v0.12.0"}
     assert profile.versions["jobset"] == "v0.11.1"  # the cluster's own is left as it was
     composed = load_profile("latest+kueue=v0.16.6")
-    moved = upgrade.with_version(composed, "kueue", "v0.19.2")
+    moved = with_version(composed, "kueue", "v0.19.2")
     assert moved.overrides == {"kueue": "v0.19.2"} and moved.base == "latest"
 
 
@@ -215,7 +215,7 @@ def _prepared(tmp_path: Path, **changes) -> upgrade.PreparedUpgrade:
         "to_version": "v0.12.0",
         "image": "tjc.local/jobset/jobset:v0.12.0",
         "supply": "loaded into 4 nodes (2.0s)",
-        "target": upgrade.with_version(profile, "jobset", "v0.12.0"),
+        "target": with_version(profile, "jobset", "v0.12.0"),
         "local": {},
         "old_steps": [],
         "new_steps": [],

@@ -63,12 +63,11 @@ def allocatable_pods(view: TrainJobView, name: str) -> str:
 def set_pod_capacity(view: TrainJobView, name: str, pods: int) -> None:
     """Give the test's node `name` room for `pods` Pods (its capacity and allocatable),
     as a kubelet restarted with another maxPods would report it."""
-    path = view.kube.resource(*NODE).path(name=name)
 
     def write() -> None:
         node = view.kube.get(*NODE, name)
         for field in ("capacity", "allocatable"):
             node["status"][field]["pods"] = str(pods)
-        view.kube.raw("PUT", f"{path}/status", node)
+        view.kube.replace_status(*NODE, node)
 
     until_no_conflict(write, f"the pod capacity of node {name}")

@@ -121,6 +121,18 @@ def wait_pods(
     return view.wait(f"{count} Pods of TrainJob {trainjob}", probe, timeout)
 
 
+def wait_bound_to(view: TrainJobView, trainjob: str, count: int, node: str) -> list[Pod]:
+    """The TrainJob's `count` Pods once each is bound to `node`."""
+
+    def probe() -> list[Pod] | NotYet:
+        pods = pods_of(view, trainjob)
+        where = {p["metadata"]["name"]: p["spec"].get("nodeName") or "unbound" for p in pods}
+        done = len(pods) == count and set(where.values()) == {node}
+        return pods if done else NotYet(f"Pods and their nodes: {where or 'none'}")
+
+    return view.wait(f"the {count} Pods of TrainJob {trainjob} bound to {node}", probe)
+
+
 def wait_scheduling_gated(view: TrainJobView, trainjob: str, count: int) -> list[Pod]:
     """`count` Pods that kube-scheduler reports as SchedulingGated."""
 

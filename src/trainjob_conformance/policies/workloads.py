@@ -35,6 +35,15 @@ def workloads_of(view: TrainJobView, trainjob: str) -> list[dict[str, Any]]:
     return [workload for workload in view.list(WORKLOAD) if owned_by(workload, trainjob)]
 
 
+def condition_path(trainjob: str, condition_type: str) -> str:
+    """Where kubectl finds the status of a condition of the TrainJob's Workload: Kueue
+    names the Workload after the TrainJob's uid, so a replay finds it by its owner."""
+    return (
+        f'{{.items[?(@.metadata.ownerReferences[0].name=="{trainjob}")]'
+        f'.status.conditions[?(@.type=="{condition_type}")].status}}'
+    )
+
+
 def wait_workload(view: TrainJobView, trainjob: str) -> dict[str, Any]:
     def probe() -> dict[str, Any] | NotYet:
         found = workloads_of(view, trainjob)
@@ -48,14 +57,10 @@ def wait_admitted(
 ) -> dict[str, Any]:
     """The TrainJob's Workload once Admitted; until then the wait says why Kueue has not
     admitted it (its QuotaReserved message), which is what a timeout prints first."""
-    # Kueue names the Workload after the TrainJob's uid: a replay finds it by its owner.
     view.record_wait(
         f"the Workload of TrainJob {trainjob} to be Admitted",
         WORKLOAD,
-        jsonpath=(
-            f'{{.items[?(@.metadata.ownerReferences[0].name=="{trainjob}")]'
-            '.status.conditions[?(@.type=="Admitted")].status}'
-        ),
+        jsonpath=condition_path(trainjob, "Admitted"),
         equals="True",
     )
 
@@ -93,6 +98,25 @@ def wait_pending_for_quota(view: TrainJobView, trainjob: str) -> dict[str, Any]:
     return view.wait(f"the Workload of TrainJob {trainjob} to be pending for quota", probe)
 
 
+def wait_quota_decided(view: TrainJobView, trainjob: str) -> dict[str, Any]:
+    """The TrainJob's Workload once Kueue has said whether it reserves quota for it (its
+    QuotaReserved condition, True or False)."""
+
+    def probe() -> dict[str, Any] | NotYet:
+        found = workloads_of(view, trainjob)
+        if len(found) != 1:
+            return NotYet(f"{len(found)} Workloads")
+        status = condition(found[0], "QuotaReserved").get("status")
+        return found[0] if status in ("True", "False") else NotYet("QuotaReserved not reported")
+
+    what = f"Kueue to decide on quota for TrainJob {trainjob}"
+    view.record_wait(
+        what, WORKLOAD, jsonpath=condition_path(trainjob, "QuotaReserved"), nonempty=True
+    )
+    with view.unrecorded():
+        return view.wait(what, probe)
+
+
 def wait_finished(view: TrainJobView, trainjob: str, timeout: float) -> tuple[dict[str, Any], dict]:
     """The TrainJob, and its Workload's Finished condition, once Kueue has finished the Workload.
 
@@ -112,10 +136,7 @@ def wait_finished(view: TrainJobView, trainjob: str, timeout: float) -> tuple[di
     view.record_wait(
         f"the Workload of TrainJob {trainjob} to be Finished",
         WORKLOAD,
-        jsonpath=(
-            f'{{.items[?(@.metadata.ownerReferences[0].name=="{trainjob}")]'
-            '.status.conditions[?(@.type=="Finished")].status}'
-        ),
+        jsonpath=condition_path(trainjob, "Finished"),
         equals="True",
     )
     with view.unrecorded():
@@ -186,10 +207,7 @@ def set_check_state(view: TrainJobView, trainjob: str, check: str, state: str) -
         for entry in workload["status"]["admissionChecks"]:
             if entry["name"] == check:
                 entry.update(state=state, message=f"set {state} by the test")
-        path = view.kube.resource(*WORKLOAD).path(
-            name=workload["metadata"]["name"], namespace=view.namespace
-        )
-        view.kube.raw("PUT", f"{path}/status", workload)
+        view.kube.replace_status(*WORKLOAD, workload)
 
     until_no_conflict(write, f"the state of check {check} on TrainJob {trainjob}'s Workload")
 
@@ -205,7 +223,6 @@ def decided_admission_check(view: TrainJobView, name: str) -> str:
             "spec": {"controllerName": TEST_CHECK_CONTROLLER},
         }
     )
-    path = view.kube.resource(*ADMISSION_CHECK).path(name=name)
 
     def activate() -> None:
         # Kueue writes the new check's status too: read afresh for each attempt.
@@ -221,7 +238,7 @@ def decided_admission_check(view: TrainJobView, name: str) -> str:
                 }
             ]
         }
-        view.kube.raw("PUT", f"{path}/status", check)
+        view.kube.replace_status(*ADMISSION_CHECK, check)
 
     until_no_conflict(activate, f"the status of AdmissionCheck {name}")
     return name
