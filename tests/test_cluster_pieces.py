@@ -221,9 +221,13 @@ def test_a_port_another_living_harness_process_picked_is_not_handed_out(monkeypa
         monkeypatch.setattr(ports, "_bindable", lambda port: True)
         monkeypatch.setattr(ports, "_CLAIMS", tmp_path)
 
+        (tmp_path / "26000").write_text(str(gone.pid))  # never picked again: swept
+        monkeypatch.setattr(ports, "_SWEPT", set())
+
         assert ports.free_port() == 25001
         assert (tmp_path / "25001").read_text() == str(os.getpid())
         assert (tmp_path / "25000").read_text() == str(other.pid)
+        assert not (tmp_path / "26000").exists()
     finally:
         other.kill()
         other.wait()

@@ -87,10 +87,25 @@ def _claimer_alive(claim: Path) -> bool:
     return True
 
 
+_SWEPT: set[Path] = set()
+
+
+def _sweep(claims: Path) -> None:
+    """Once per process: remove the claims whose process is gone (one killed, or one
+    that ended without running its exit handlers, as a pytest-xdist worker does)."""
+    if claims in _SWEPT:
+        return
+    _SWEPT.add(claims)
+    for claim in claims.iterdir():
+        if not _claimer_alive(claim):
+            claim.unlink(missing_ok=True)
+
+
 def _claim(port: int) -> bool:
     """Claim `port` for this process, unless a living harness process has; a claim
     whose process is gone is taken over. A reused pid only makes a port skipped."""
     _CLAIMS.mkdir(parents=True, exist_ok=True)
+    _sweep(_CLAIMS)
     claim = _CLAIMS / str(port)
     for _ in range(2):
         try:
