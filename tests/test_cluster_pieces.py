@@ -1,4 +1,5 @@
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from trainjob_conformance.cluster.serving.certs import CertificateAuthority
 from trainjob_conformance.cluster.simulated_nodes import KWOK_NODE_ANNOTATION, simulated_node
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.kube.namespaces import namespace_name
-from trainjob_conformance.kube.waits import WaitTimeout, wait_for
+from trainjob_conformance.kube.waits import Stretch, WaitTimeout, wait_for
 
 
 def test_serving_certificate_is_for_loopback_and_signed_by_the_ca(tmp_path):
@@ -104,6 +105,60 @@ def test_wait_timeout_reports_last_value_and_diagnostics():
         wait_for("the answer", lambda: 0, timeout=0.3, interval=0.05, diagnostics=lambda: "DIAG")
     text = str(failure.value)
     assert "waiting for the answer" in text and "last observed: 0" in text and "DIAG" in text
+
+
+def test_a_stretched_bound_goes_on_while_its_reason_holds_and_says_so(capsys):
+    # The probe holds at about 0.4 s, past the 0.2 s bound: only the stretch reaches it.
+    started = time.monotonic()
+    answer = wait_for(
+        "the answer",
+        lambda: time.monotonic() - started > 0.4 and "yes",
+        timeout=0.2,
+        interval=0.02,
+        stretch=Stretch(extra=5, reason=lambda: "the machine is saturated (load 9)"),
+    )
+    assert answer == "yes"
+    assert (
+        "still waiting for the answer after 0s, the machine is saturated (load 9):"
+        " waiting up to 5s more while that lasts"
+    ) in capsys.readouterr().err
+
+
+def test_a_stretched_bound_ends_at_its_extra_time_or_when_its_reason_ends():
+    with pytest.raises(WaitTimeout) as failure:
+        wait_for(
+            "the answer",
+            lambda: 0,
+            timeout=0.1,
+            interval=0.02,
+            stretch=Stretch(extra=0.2, reason=lambda: "the machine is saturated (load 9)"),
+        )
+    first = str(failure.value).splitlines()[0]
+    assert first.endswith(
+        "waiting for the answer (its bound of 0s was stretched while the machine is saturated"
+        " (load 9))"
+    )
+    assert failure.value.stretched == "the machine is saturated (load 9)"
+    started = time.monotonic()
+    with pytest.raises(WaitTimeout) as failure:
+        wait_for("x", lambda: 0, timeout=0.1, interval=0.02, stretch=Stretch(60, lambda: ""))
+    assert time.monotonic() - started < 5 and failure.value.stretched == ""
+    assert str(failure.value).startswith("timed out after 0s waiting for x\n")
+
+
+def test_a_start_stretches_its_bound_only_on_a_saturated_machine(monkeypatch):
+    from trainjob_conformance.cluster.health import host_load
+
+    monkeypatch.setattr(host_load.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(host_load.os, "getpriority", lambda which, who: 10)
+    monkeypatch.setattr(host_load.os, "getloadavg", lambda: (6.5, 5.0, 3.0))
+    stretch = host_load.while_saturated(180)
+    assert stretch.extra == 360
+    assert stretch.reason() == (
+        "the machine is saturated (load average 6.5 over 2 CPUs; this process runs at nice 10)"
+    )
+    monkeypatch.setattr(host_load.os, "getloadavg", lambda: (1.5, 5.0, 3.0))
+    assert stretch.reason() == ""
 
 
 def test_wait_returns_as_soon_as_the_probe_holds():

@@ -232,7 +232,7 @@ def startup_errors(run_dir: Path | None) -> Iterator[None]:
         yield
     except WaitTimeout as error:
         first, _, details = str(error).partition("\n")
-        saturated = saturation_note()
+        saturated = "" if error.stretched else saturation_note()
         if saturated:
             first = f"{first} ({saturated})"
         if details and run_dir is not None:

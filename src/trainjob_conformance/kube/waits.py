@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import tenacity
+
+from trainjob_conformance.progress import say
 
 T = TypeVar("T")
 
@@ -19,7 +23,12 @@ BACKOFF = 1.5
 
 
 class WaitTimeout(AssertionError):
-    """A wait ran out; the message carries the last observation and diagnostics."""
+    """A wait ran out; the message carries the last observation and diagnostics,
+    `stretched` why its bound was stretched ('' if it was not)."""
+
+    def __init__(self, message: str, stretched: str = "") -> None:
+        super().__init__(message)
+        self.stretched = stretched
 
 
 class NotYet:
@@ -36,6 +45,19 @@ class NotYet:
         return f"not yet: {self.why}"
 
 
+@dataclass(frozen=True)
+class Stretch:
+    """A bound that may grow while something outside the wait explains the delay.
+
+    Once the wait's own bound has run out, it goes on for at most `extra` more
+    seconds, for as long as `reason` names a cause (a saturated machine: a
+    starved API server is slow, not broken). An empty reason ends it at once.
+    """
+
+    extra: float
+    reason: Callable[[], str]
+
+
 def wait_for(
     description: str,
     probe: Callable[[], T | NotYet | None],
@@ -44,6 +66,7 @@ def wait_for(
     interval: float = POLL_INTERVAL,
     retry_on: tuple[type[BaseException], ...] = (),
     abort: Callable[[], None] | None = None,
+    stretch: Stretch | None = None,
 ) -> T:
     """Poll `probe` until it returns something truthy, for at most `timeout` seconds.
 
@@ -51,7 +74,8 @@ def wait_for(
     `retry_on` lists exceptions that mean "not yet" (a 404 before an object
     appears); anything else propagates at once. `abort` runs before each try
     and may raise to end the wait early (the stack under test broke: waiting
-    out the bound would only delay the verdict).
+    out the bound would only delay the verdict). `stretch` lets the bound grow
+    while its reason holds.
     """
     __tracebackhide__ = True
     seen: dict[str, Any] = {"value": None, "error": None}
@@ -68,8 +92,27 @@ def wait_for(
         seen["error"] = None
         return value
 
+    started = time.monotonic()
+    stretched: dict[str, str] = {}
+
+    def out_of_time(state: tenacity.RetryCallState) -> bool:
+        elapsed = time.monotonic() - started
+        if elapsed < timeout:
+            return False
+        if stretch is None or elapsed >= timeout + stretch.extra:
+            return True
+        why = stretch.reason()
+        if why and not stretched:
+            say(
+                f"still waiting for {description} after {timeout:.0f}s, {why}:"
+                f" waiting up to {stretch.extra:.0f}s more while that lasts"
+            )
+        if why:
+            stretched["why"] = why
+        return not why
+
     retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_delay(timeout),
+        stop=out_of_time,
         wait=tenacity.wait_exponential(
             multiplier=min(FIRST_INTERVAL, interval),
             exp_base=BACKOFF,
@@ -83,7 +126,13 @@ def wait_for(
     result = retrying(attempt)
     if result:
         return result  # type: ignore[return-value]
-    lines = [f"timed out after {timeout:.0f}s waiting for {description}"]
+    first = f"timed out after {timeout:.0f}s waiting for {description}"
+    if stretched:
+        first = (
+            f"timed out after {time.monotonic() - started:.0f}s waiting for {description}"
+            f" (its bound of {timeout:.0f}s was stretched while {stretched['why']})"
+        )
+    lines = [first]
     if seen["error"] is not None:
         lines.append(f"last error: {seen['error']}")
     elif seen["value"] is not None:
@@ -93,4 +142,4 @@ def wait_for(
             lines.append(diagnostics())
         except Exception as error:  # diagnostics must not mask the timeout
             lines.append(f"(collecting diagnostics failed: {error})")
-    raise WaitTimeout("\n".join(lines))
+    raise WaitTimeout("\n".join(lines), stretched=stretched.get("why", ""))

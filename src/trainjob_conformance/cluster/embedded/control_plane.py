@@ -23,6 +23,7 @@ from kubernetes.client import ApiClient
 
 from trainjob_conformance.cluster.embedded.kwok_stages import harness_stages
 from trainjob_conformance.cluster.embedded.nodes import node_manifests
+from trainjob_conformance.cluster.health.host_load import while_saturated
 from trainjob_conformance.cluster.health.phases import PhaseClock
 from trainjob_conformance.cluster.health.stack_watch import Breakage, Probe
 from trainjob_conformance.errors import ConformanceError
@@ -300,6 +301,7 @@ class EmbeddedControlPlane:
                 ready,
                 timeout=timeout,
                 interval=_LOCAL_POLL,
+                stretch=while_saturated(timeout),
             )
         finally:
             for api in clients:

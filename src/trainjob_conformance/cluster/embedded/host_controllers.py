@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from trainjob_conformance.cluster.health.host_load import while_saturated
 from trainjob_conformance.cluster.kueue import (
     KUEUE_FRAMEWORKS,
     KUEUE_MANAGED_NAMESPACES,
@@ -120,6 +121,7 @@ class HostController:
             # A loopback HTTP request costs about a millisecond: look often.
             interval=_READY_POLL,
             abort=abort,
+            stretch=while_saturated(_READY_TIMEOUT),
         )
 
 
