@@ -159,6 +159,38 @@ def test_workload_changes_see_lost_admission_a_second_workload_and_reserved_quot
     assert found[0].startswith("Workload wl-1 of TrainJob admitted stored with Admitted=False")
     assert found[1].startswith("Workload wl-2 of TrainJob queued reserved quota")
     assert found[2].startswith("TrainJob admitted had 2 Workloads")
+    assert found[2].endswith("the later one's PodSets are the same as the first one's")
+
+
+def test_a_recreated_workload_names_where_its_podsets_differ_from_the_first_ones():
+    def with_podsets(obj: dict, container: dict) -> dict:
+        return {
+            **obj,
+            "spec": {
+                "podSets": [{"name": "node", "template": {"spec": {"containers": [container]}}}]
+            },
+        }
+
+    first = with_podsets(
+        workload("1", "admitted", Admitted="True"),
+        {"name": "node", "env": [{"name": "PET_NNODES", "value": "1"}], "image": "a"},
+    )
+    later = with_podsets(
+        workload("3", "admitted", Admitted="True"), {"name": "node", "image": "b", "args": ["x"]}
+    )
+    found = workload_changes(
+        [event("LISTED", first), event("DELETED", first), event("ADDED", later)],
+        "admitted",
+        "queued",
+        10.0,
+    )
+    assert found[-2].endswith(
+        "the later one's PodSets differ from the first one's: "
+        "spec.podSets[0].template.spec.containers[0].args added, "
+        "spec.podSets[0].template.spec.containers[0].env dropped, "
+        "spec.podSets[0].template.spec.containers[0].image changed"
+    )
+    assert found[-1] == "TrainJob queued has no Workload in the window"
 
 
 def record(tmp_path: Path) -> UpgradeRecord:

@@ -26,6 +26,47 @@ def fields_lost(before: Any, after: Any, path: str = "spec") -> list[str]:
     return []
 
 
+def differences(old: Any, new: Any, path: str) -> list[str]:
+    """Where `new` differs from `old`, a path each: dropped, added or changed. Lists of
+    the same length are compared item by item, so a container's env names its place."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            where = f"{path}.{key}"
+            if key not in new:
+                found.append(f"{where} dropped")
+            elif key not in old:
+                found.append(f"{where} added")
+            else:
+                found += differences(old[key], new[key], where)
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            difference
+            for index, (was, now) in enumerate(zip(old, new, strict=True))
+            for difference in differences(was, now, f"{path}[{index}]")
+        ]
+    return [] if old == new else [f"{path} changed"]
+
+
+# A recreated Workload's PodSet differences named in a verdict, at most.
+_DIFFERENCES_SHOWN = 6
+
+
+def _podsets_differ(first: dict[str, Any], later: dict[str, Any]) -> str:
+    """Why Kueue may have found no match: how the later Workload's PodSets differ."""
+    found = differences(
+        (first.get("spec") or {}).get("podSets"),
+        (later.get("spec") or {}).get("podSets"),
+        "spec.podSets",
+    )
+    if not found:
+        return "the later one's PodSets are the same as the first one's"
+    shown = ", ".join(found[:_DIFFERENCES_SHOWN])
+    more = f" and {len(found) - _DIFFERENCES_SHOWN} more" if len(found) > _DIFFERENCES_SHOWN else ""
+    return f"the later one's PodSets differ from the first one's: {shown}{more}"
+
+
 def _when(event: dict[str, Any], began: float) -> str:
     return f"+{event['t'] - began:.1f}s {event['type']} rv {event['object']['metadata'].get('resourceVersion')}"
 
@@ -77,6 +118,9 @@ def workload_changes(
     Workload, a Workload deleted, the admitted one's Admitted condition anything but
     True, the queued one reserving quota while the admitted one holds it all."""
     uids: dict[str, set[str]] = {}
+    # Each TrainJob's Workloads as first seen, in the order they were: the first and
+    # a later one are compared when there are two.
+    first_seen: dict[str, dict[str, dict[str, Any]]] = {}
     found: list[str] = []
     for event in events:
         workload = event["object"]
@@ -84,7 +128,9 @@ def workload_changes(
         if owner not in (admitted, queued):
             continue
         name = workload["metadata"]["name"]
-        uids.setdefault(owner, set()).add(str(workload["metadata"].get("uid")))
+        uid = str(workload["metadata"].get("uid"))
+        uids.setdefault(owner, set()).add(uid)
+        first_seen.setdefault(owner, {}).setdefault(uid, workload)
         if event["type"] == "DELETED":
             found.append(f"Workload {name} of TrainJob {owner} was deleted ({_when(event, began)})")
         elif owner == admitted and _condition(workload, "Admitted") != "True":
@@ -99,8 +145,10 @@ def workload_changes(
             )
     for owner in (admitted, queued):
         if len(uids.get(owner, ())) > 1:
+            first, later, *_ = first_seen[owner].values()
             found.append(
-                f"TrainJob {owner} had {len(uids[owner])} Workloads: {sorted(uids[owner])}"
+                f"TrainJob {owner} had {len(uids[owner])} Workloads: {sorted(uids[owner])}; "
+                + _podsets_differ(first, later)
             )
         if owner not in uids:
             found.append(f"TrainJob {owner} has no Workload in the window")
