@@ -7,46 +7,46 @@ from typing import Any
 
 from trainjob_conformance.policies.pods import gate_names
 
-
-def fields_lost(before: Any, after: Any, path: str = "spec") -> list[str]:
-    """Paths set in `before` that `after` lacks or holds another value at. A field the
-    new release adds (a default) is not a loss."""
-    if isinstance(before, dict):
-        if not isinstance(after, dict):
-            return [f"{path} (now {after!r})"]
-        lost: list[str] = []
-        for key, value in before.items():
-            if key not in after:
-                lost.append(f"{path}.{key}")
-            else:
-                lost += fields_lost(value, after[key], f"{path}.{key}")
-        return lost
-    if before != after:
-        return [f"{path} (was {before!r}, now {after!r})"]
-    return []
+DROPPED, ADDED, CHANGED = "dropped", "added", "changed"
 
 
-def differences(old: Any, new: Any, path: str) -> list[str]:
-    """Where `new` differs from `old`, a path each: dropped, added or changed. Lists of
-    the same length are compared item by item, so a container's env names its place."""
+def _walk(old: Any, new: Any, path: str) -> list[tuple[str, str, Any, Any]]:
+    """Where `new` differs from `old`: (path, how, old value, new value) each, how one
+    of DROPPED, ADDED, CHANGED. Lists of the same length are compared item by item,
+    so a container's env names its place."""
     if isinstance(old, dict) and isinstance(new, dict):
-        found: list[str] = []
+        found: list[tuple[str, str, Any, Any]] = []
         for key in sorted(set(old) | set(new)):
             where = f"{path}.{key}"
             if key not in new:
-                found.append(f"{where} dropped")
+                found.append((where, DROPPED, old[key], None))
             elif key not in old:
-                found.append(f"{where} added")
+                found.append((where, ADDED, None, new[key]))
             else:
-                found += differences(old[key], new[key], where)
+                found += _walk(old[key], new[key], where)
         return found
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         return [
             difference
             for index, (was, now) in enumerate(zip(old, new, strict=True))
-            for difference in differences(was, now, f"{path}[{index}]")
+            for difference in _walk(was, now, f"{path}[{index}]")
         ]
-    return [] if old == new else [f"{path} changed"]
+    return [] if old == new else [(path, CHANGED, old, new)]
+
+
+def fields_lost(before: Any, after: Any, path: str = "spec") -> list[str]:
+    """Paths set in `before` that `after` lacks or holds another value at. A field the
+    new release adds (a default) is not a loss."""
+    return [
+        where if how == DROPPED else f"{where} (was {was!r}, now {now!r})"
+        for where, how, was, now in _walk(before, after, path)
+        if how != ADDED
+    ]
+
+
+def differences(old: Any, new: Any, path: str) -> list[str]:
+    """Where `new` differs from `old`, a path each: dropped, added or changed."""
+    return [f"{where} {how}" for where, how, _, _ in _walk(old, new, path)]
 
 
 # A recreated Workload's PodSet differences named in a verdict, at most.
