@@ -8,7 +8,7 @@ import pytest
 import yaml
 from kubernetes.utils import parse_quantity
 
-from trainjob_conformance.kube.errors import Rejected, StackError
+from trainjob_conformance.kube.errors import Conflict, Rejected, StackError
 from trainjob_conformance.kube.kinds import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,
@@ -281,10 +281,11 @@ def test_kueues_trainjob_defaulting_adds_its_runtime_patch_once(
         )
 
 
-def start_refused(view):
-    """A ValidatingAdmissionPolicy, for the test's namespace, that refuses to resume a
-    suspended TrainJob; in effect when this returns (a probe's resume is refused)."""
-    name = f"{view.namespace}-no-resume"
+def refused_in_namespace(view, suffix, rule, expression, message):
+    """A ValidatingAdmissionPolicy of the test, bound to its namespace, that refuses the
+    requests of `rule` (a resourceRule) for which `expression` (CEL) is false, with
+    `message`; named `<namespace>-<suffix>`, deleted with the test."""
+    name = f"{view.namespace}-{suffix}"
     view.create(
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -292,23 +293,8 @@ def start_refused(view):
             "metadata": {"name": name},
             "spec": {
                 "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["trainer.kubeflow.org"],
-                            "apiVersions": ["*"],
-                            "operations": ["UPDATE"],
-                            "resources": ["trainjobs"],
-                        }
-                    ]
-                },
-                "validations": [
-                    {
-                        "expression": "!(has(oldObject.spec.suspend) && oldObject.spec.suspend"
-                        " && !(has(object.spec.suspend) && object.spec.suspend))",
-                        "message": "the test refuses to resume TrainJobs for now",
-                    }
-                ],
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": message}],
             },
         }
     )
@@ -329,6 +315,24 @@ def start_refused(view):
         }
     )
     return name
+
+
+def start_refused(view):
+    """A policy of the test that refuses to resume a suspended TrainJob in its namespace;
+    in effect once resume_refused has seen a probe's resume refused."""
+    return refused_in_namespace(
+        view,
+        "no-resume",
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "apiVersions": ["*"],
+            "operations": ["UPDATE"],
+            "resources": ["trainjobs"],
+        },
+        "!(has(oldObject.spec.suspend) && oldObject.spec.suspend"
+        " && !(has(object.spec.suspend) && object.spec.suspend))",
+        "the test refuses to resume TrainJobs for now",
+    )
 
 
 def resume_refused(view, probe):
@@ -1127,25 +1131,159 @@ def preemption_carried_out(view, worker, preempted, preemptor):
     return probe
 
 
-def evicted(find, where):
+def evicted(find, where, view, preemptor):
     """A probe for the Evicted condition of the Workload `find()` returns (None: none yet),
-    giving (workload, condition) once it is True."""
+    giving (workload, condition) once it is True. Until then it says what Kueue says of
+    the Workload of TrainJob `preemptor` in `view`, the one that should preempt it."""
 
     def probe():
         found = find()
         condition_found = condition(found, "Evicted") if found else {}
         if condition_found.get("status") == "True":
             return found, condition_found
-        return NotYet(
-            f"Evicted: {condition_found or 'absent'}" if found else f"no Workload {where}"
-        )
+        seen = f"Evicted: {condition_found or 'absent'}" if found else f"no Workload {where}"
+        if found:
+            seen += f" (priority {found['spec'].get('priority')})"
+        return NotYet(f"{seen}; {why_not_preempting(view, preemptor)}")
 
     return probe
+
+
+def why_not_preempting(view, preemptor):
+    """What Kueue says of the Workload of TrainJob `preemptor` while it has not preempted:
+    no Workload yet, or its QuotaReserved message ("Pending the preemption of 1
+    workload(s)", or why there is nothing it may preempt) and its priority."""
+    found = workloads_of(view, preemptor)
+    if len(found) != 1:
+        return f"{len(found)} Workloads of TrainJob {preemptor}"
+    reserved = condition(found[0], "QuotaReserved")
+    said = reserved.get("message") or reserved.get("reason") or "no QuotaReserved condition"
+    return (
+        f"the Workload of TrainJob {preemptor} (priority {found[0]['spec'].get('priority')}): "
+        f"{said}"
+    )
+
+
+def started(view, trainjob):
+    """TrainJob `trainjob` once it exists and Kueue has resumed it, else why not."""
+    found = view.find(TRAINJOB, trainjob)
+    if found is None:
+        return NotYet(f"no TrainJob {trainjob}")
+    return found if not found["spec"].get("suspend") else NotYet(f"TrainJob {trainjob} suspended")
 
 
 def only_workload_of(view, trainjob):
     found = workloads_of(view, trainjob)
     return found[0] if len(found) == 1 else None
+
+
+# A status write that marks a Workload Evicted when it was not: how Kueue preempts.
+MARKS_EVICTED = (
+    "has(object.status) && has(object.status.conditions) && "
+    "object.status.conditions.exists(c, c.type == 'Evicted' && c.status == 'True') && "
+    "!(has(oldObject.status) && has(oldObject.status.conditions) && "
+    "oldObject.status.conditions.exists(c, c.type == 'Evicted' && c.status == 'True'))"
+)
+WORKLOAD_STATUS_WRITES = {
+    "apiGroups": ["kueue.x-k8s.io"],
+    "apiVersions": ["*"],
+    "operations": ["UPDATE"],
+    "resources": ["workloads/status"],
+}
+
+
+def eviction_refused(view, workload):
+    """Wait until a policy refuses a write that marks Workload `workload` Evicted (a dry
+    run of one): a policy takes effect a little after it is created."""
+
+    def refused():
+        found = view.get(WORKLOAD, workload)
+        conditions = [c for c in found["status"].get("conditions", []) if c["type"] != "Evicted"]
+        found["status"]["conditions"] = [
+            *conditions,
+            {
+                "type": "Evicted",
+                "status": "True",
+                "reason": "Preempted",
+                "message": "a dry run of the test",
+                "lastTransitionTime": condition(found, "Admitted")["lastTransitionTime"],
+            },
+        ]
+        try:
+            view.kube.replace_status(*WORKLOAD, found, dry_run=True)
+        except Conflict:
+            return NotYet(f"Workload {workload} changed while it was read")
+        except Rejected as refusal:
+            # Refused by a policy: the test's, or another that refuses it too (prove's).
+            said = str(refusal)
+            return "ValidatingAdmissionPolicy" in said or NotYet(f"refused otherwise: {said}")
+        return NotYet(f"a write that marks Workload {workload} Evicted is still accepted")
+
+    with view.unrecorded():
+        view.wait(f"the API server to refuse evicting Workload {workload}", refused)
+
+
+def preempted_for(view, workload, preemptor):
+    """What is still missing of a preemption: Workload `workload` Evicted, and the
+    Workload of TrainJob `preemptor` Admitted (else what Kueue says of it)."""
+
+    def probe():
+        missing = []
+        evicted_now = condition(view.get(WORKLOAD, workload), "Evicted")
+        if evicted_now.get("status") != "True":
+            missing.append(f"Workload {workload} is not Evicted ({evicted_now or 'no condition'})")
+        found = workloads_of(view, preemptor)
+        if len(found) != 1 or condition(found[0], "Admitted").get("status") != "True":
+            missing.append(why_not_preempting(view, preemptor))
+        return not missing or NotYet("; ".join(missing))
+
+    return probe
+
+
+@pytest.mark.policy("KQ-QUOTA-003")
+def test_a_preemption_whose_eviction_was_refused_is_tried_again(
+    trainjob_view, trainjob_policy, training_runtime, kueue_queue
+):
+    view = trainjob_view
+    # Held: TrainJob low runs until it is preempted.
+    runtime = training_runtime(hold=True)
+    low, high = low_and_high_priority(view)
+    # The quota fits one TrainJob, and a higher priority preempts a lower one.
+    queue = kueue_queue(cpu="1", preemption="LowerPriority")
+    submit_with_priority(view, runtime, queue, "low", low)
+    workload = wait_admitted(view, "low")["metadata"]["name"]
+    view.wait("TrainJob low to run", lambda: started(view, "low"))
+    policy = refused_in_namespace(
+        view,
+        "no-eviction",
+        WORKLOAD_STATUS_WRITES,
+        f"!({MARKS_EVICTED})",
+        "the test refuses to evict Workloads for now",
+    )
+    eviction_refused(view, workload)
+
+    submit_with_priority(view, runtime, queue, "high", high)
+    # Kueue writes that it has no quota for TrainJob high once it has tried to make room
+    # (there is a lower priority to preempt), in the same scheduling cycle.
+    pending = wait_pending_for_quota(view, "high")
+    evicted_now = condition(view.get(WORKLOAD, workload), "Evicted")
+    assert evicted_now.get("status") != "True", (
+        f"Workload {workload} was evicted while the test refused it: {evicted_now}"
+    )
+    view.kube.delete(*VALIDATING_POLICY_BINDING, name=policy)
+    trainjob_policy.gap_exercised(
+        f"Kueue's eviction of Workload {workload} for TrainJob high was refused "
+        f"({condition(pending, 'QuotaReserved').get('message')}); the refusal is lifted"
+    )
+
+    with trainjob_policy.holds():
+        happens_within(
+            view,
+            "Kueue to evict TrainJob low and admit TrainJob high",
+            preempted_for(view, workload, "high"),
+            PREEMPTION_SECONDS,
+            after="the refusal of the eviction was lifted",
+        )
 
 
 @pytest.mark.policy("KQ-MK-007")
@@ -1166,7 +1304,7 @@ def test_a_preemption_on_the_manager_takes_the_trainjob_off_the_worker(
     submit_with_priority(view, runtime, queue, "high", high)
     _, evicted_now = view.wait(
         "the manager's Workload of TrainJob low to be evicted for TrainJob high",
-        evicted(lambda: only_workload_of(view, "low"), "of TrainJob low"),
+        evicted(lambda: only_workload_of(view, "low"), "of TrainJob low", view, "high"),
     )
     trainjob_policy.gap_exercised(
         "Kueue evicted the Workload of TrainJob low on the manager "
@@ -1222,11 +1360,16 @@ def test_an_eviction_on_the_worker_sends_the_trainjob_out_again(
     submit_with_priority(view, runtime, queue, "low", low)
     workload = wait_workload(view, "low")["metadata"]["name"]
     worker.wait_for_condition(WORKLOAD, workload, "Admitted")
+    # Running on the worker before the worker's own TrainJob is queued: when TrainJob low
+    # appears there, the worker's Kueue writes its ownership onto the copy of the
+    # Workload, and a preemption computed just before that write is refused (Conflict),
+    # which Kueue v0.14.0 never retries (KQ-QUOTA-003): CI met it once (2026-11-29).
+    worker.wait("TrainJob low to run on the worker", lambda: started(worker, "low"))
     # The worker's own TrainJob, queued there at a higher priority: the worker preempts.
     submit_with_priority(worker, runtime, "queue", "high", high)
     _, evicted_now = worker.wait(
         f"the worker to evict its copy of Workload {workload}",
-        evicted(lambda: worker.find(WORKLOAD, workload), "copied to the worker"),
+        evicted(lambda: worker.find(WORKLOAD, workload), "copied to the worker", worker, "high"),
     )
     trainjob_policy.gap_exercised(
         f"the worker evicted its copy of Workload {workload} "
