@@ -8,7 +8,7 @@ import pytest
 import yaml
 from kubernetes.utils import parse_quantity
 
-from trainjob_conformance.kube.errors import Conflict, Rejected, StackError
+from trainjob_conformance.kube.errors import Rejected, StackError
 from trainjob_conformance.kube.kinds import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,
@@ -55,6 +55,7 @@ from trainjob_conformance.policies.view import (
 from trainjob_conformance.policies.webhooks import call_again
 from trainjob_conformance.policies.workloads import (
     check_states,
+    condition_path,
     decided_admission_check,
     set_check_state,
     wait_admitted,
@@ -281,9 +282,9 @@ def test_kueues_trainjob_defaulting_adds_its_runtime_patch_once(
         )
 
 
-def refused_in_namespace(view, suffix, rule, expression, message):
+def refused_in_namespace(view, suffix, rules, expression, message):
     """A ValidatingAdmissionPolicy of the test, bound to its namespace, that refuses the
-    requests of `rule` (a resourceRule) for which `expression` (CEL) is false, with
+    requests of `rules` (resourceRules) for which `expression` (CEL) is false, with
     `message`; named `<namespace>-<suffix>`, deleted with the test."""
     name = f"{view.namespace}-{suffix}"
     view.create(
@@ -293,7 +294,7 @@ def refused_in_namespace(view, suffix, rule, expression, message):
             "metadata": {"name": name},
             "spec": {
                 "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [rule]},
+                "matchConstraints": {"resourceRules": rules},
                 "validations": [{"expression": expression, "message": message}],
             },
         }
@@ -323,12 +324,14 @@ def start_refused(view):
     return refused_in_namespace(
         view,
         "no-resume",
-        {
-            "apiGroups": ["trainer.kubeflow.org"],
-            "apiVersions": ["*"],
-            "operations": ["UPDATE"],
-            "resources": ["trainjobs"],
-        },
+        [
+            {
+                "apiGroups": ["trainer.kubeflow.org"],
+                "apiVersions": ["*"],
+                "operations": ["UPDATE"],
+                "resources": ["trainjobs"],
+            }
+        ],
         "!(has(oldObject.spec.suspend) && oldObject.spec.suspend"
         " && !(has(object.spec.suspend) && object.spec.suspend))",
         "the test refuses to resume TrainJobs for now",
@@ -1184,43 +1187,72 @@ MARKS_EVICTED = (
     "!(has(oldObject.status) && has(oldObject.status.conditions) && "
     "oldObject.status.conditions.exists(c, c.type == 'Evicted' && c.status == 'True'))"
 )
-WORKLOAD_STATUS_WRITES = {
-    "apiGroups": ["kueue.x-k8s.io"],
-    "apiVersions": ["*"],
-    "operations": ["UPDATE"],
-    "resources": ["workloads/status"],
-}
+# The policy's canary: a ConfigMap of this name it refuses too, so that a dry-run
+# create shows when the policy is in effect (a policy takes effect a little after it
+# is created), in kubectl's terms for a reproduction.
+EVICTION_CANARY = "eviction-refused-canary"
 
 
-def eviction_refused(view, workload):
-    """Wait until a policy refuses a write that marks Workload `workload` Evicted (a dry
-    run of one): a policy takes effect a little after it is created."""
+def evictions_refused(view):
+    """A policy of the test that refuses, in its namespace, any write that marks a
+    Workload Evicted (and its canary); once this returns, it is in effect."""
+    policy = refused_in_namespace(
+        view,
+        "no-eviction",
+        [
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "apiVersions": ["*"],
+                "operations": ["UPDATE"],
+                "resources": ["workloads/status"],
+            },
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["configmaps"],
+            },
+        ],
+        f"request.resource.resource == 'configmaps' ? object.metadata.name != "
+        f"'{EVICTION_CANARY}' : !({MARKS_EVICTED})",
+        "the test refuses to evict Workloads for now",
+    )
+    canary = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": EVICTION_CANARY, "namespace": view.namespace},
+    }
 
     def refused():
-        found = view.get(WORKLOAD, workload)
-        conditions = [c for c in found["status"].get("conditions", []) if c["type"] != "Evicted"]
-        found["status"]["conditions"] = [
-            *conditions,
-            {
-                "type": "Evicted",
-                "status": "True",
-                "reason": "Preempted",
-                "message": "a dry run of the test",
-                "lastTransitionTime": condition(found, "Admitted")["lastTransitionTime"],
-            },
-        ]
         try:
-            view.kube.replace_status(*WORKLOAD, found, dry_run=True)
-        except Conflict:
-            return NotYet(f"Workload {workload} changed while it was read")
-        except Rejected as refusal:
-            # Refused by a policy: the test's, or another that refuses it too (prove's).
-            said = str(refusal)
-            return "ValidatingAdmissionPolicy" in said or NotYet(f"refused otherwise: {said}")
-        return NotYet(f"a write that marks Workload {workload} Evicted is still accepted")
+            view.kube.create(canary, dry_run=True)
+        except Rejected:
+            return True
+        return NotYet(f"ConfigMap {EVICTION_CANARY} is still accepted")
 
-    with view.unrecorded():
-        view.wait(f"the API server to refuse evicting Workload {workload}", refused)
+    view.wait(f"{policy} to be in effect (its canary refused)", refused)
+    return policy
+
+
+# Seconds Kueue has to say, on the preempting Workload, that it will try a refused
+# preemption again: it says so in the scheduling cycle that met the refusal.
+RETRY_SAID_SECONDS = 30
+# Kueue's words for it (pkg/scheduler/scheduler.go, v0.14.5, v0.15.0 and later).
+RETRY_WORDS = "failed, will retry"
+
+
+def retry_said(view, preemptor):
+    """A probe: the Workload of TrainJob `preemptor` says Kueue will retry its preemption
+    (its QuotaReserved message), else what it says."""
+
+    def probe():
+        found = workloads_of(view, preemptor)
+        said = condition(found[0], "QuotaReserved").get("message", "") if found else ""
+        return RETRY_WORDS in said or NotYet(
+            f"the Workload of TrainJob {preemptor} says: {said or 'nothing yet'}"
+        )
+
+    return probe
 
 
 def preempted_for(view, workload, preemptor):
@@ -1252,38 +1284,62 @@ def test_a_preemption_whose_eviction_was_refused_is_tried_again(
     queue = kueue_queue(cpu="1", preemption="LowerPriority")
     submit_with_priority(view, runtime, queue, "low", low)
     workload = wait_admitted(view, "low")["metadata"]["name"]
-    view.wait("TrainJob low to run", lambda: started(view, "low"))
-    policy = refused_in_namespace(
-        view,
-        "no-eviction",
-        WORKLOAD_STATUS_WRITES,
-        f"!({MARKS_EVICTED})",
-        "the test refuses to evict Workloads for now",
+    view.record_wait(
+        "TrainJob low to run", TRAINJOB, name="low", jsonpath="{.spec.suspend}", equals="false"
     )
-    eviction_refused(view, workload)
+    with view.unrecorded():
+        view.wait("TrainJob low to run", lambda: started(view, "low"))
+    policy = evictions_refused(view)
 
     submit_with_priority(view, runtime, queue, "high", high)
     # Kueue writes that it has no quota for TrainJob high once it has tried to make room
     # (there is a lower priority to preempt), in the same scheduling cycle.
-    pending = wait_pending_for_quota(view, "high")
+    view.record_wait(
+        "Kueue to say it has no quota for TrainJob high",
+        WORKLOAD,
+        jsonpath=condition_path("high", "QuotaReserved"),
+        equals="False",
+    )
+    with view.unrecorded():
+        pending = wait_pending_for_quota(view, "high")
     evicted_now = condition(view.get(WORKLOAD, workload), "Evicted")
     assert evicted_now.get("status") != "True", (
         f"Workload {workload} was evicted while the test refused it: {evicted_now}"
     )
-    view.kube.delete(*VALIDATING_POLICY_BINDING, name=policy)
     trainjob_policy.gap_exercised(
         f"Kueue's eviction of Workload {workload} for TrainJob high was refused "
-        f"({condition(pending, 'QuotaReserved').get('message')}); the refusal is lifted"
+        f"({condition(pending, 'QuotaReserved').get('message')})"
     )
 
     with trainjob_policy.holds():
+        # What the fix says on the Workload, in its own words, while the refusal
+        # holds: a retry by anything else (another queue's change) does not say it.
         happens_within(
             view,
-            "Kueue to evict TrainJob low and admit TrainJob high",
-            preempted_for(view, workload, "high"),
-            PREEMPTION_SECONDS,
-            after="the refusal of the eviction was lifted",
+            "Kueue to say it will try the preemption again",
+            retry_said(view, "high"),
+            RETRY_SAID_SECONDS,
+            after="its eviction of TrainJob low was refused",
         )
+        view.kube.delete(*VALIDATING_POLICY_BINDING, name=policy)
+        try:
+            happens_within(
+                view,
+                "Kueue to evict TrainJob low and admit TrainJob high",
+                preempted_for(view, workload, "high"),
+                PREEMPTION_SECONDS,
+                after="the refusal of the eviction was lifted",
+            )
+        finally:
+            found = workloads_of(view, "high")
+            view.record_observation(
+                "whether the Workload of TrainJob high is Admitted",
+                WORKLOAD,
+                jsonpath=condition_path("high", "Admitted"),
+                expected="True",
+                observed=condition(found[0], "Admitted").get("status", "") if found else "",
+                within=PREEMPTION_SECONDS,
+            )
 
 
 @pytest.mark.policy("KQ-MK-007")

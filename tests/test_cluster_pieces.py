@@ -155,9 +155,13 @@ def test_a_start_stretches_its_bound_only_on_a_saturated_machine(monkeypatch):
     stretch = host_load.while_saturated(180)
     assert stretch.extra == 360
     assert stretch.reason() == (
-        "the machine is saturated (load average 6.5 over 2 CPUs; this process runs at nice 10)"
+        "the machine is saturated (load average 6.5 (5.0 over 5 minutes) over 2 CPUs; "
+        "this process runs at nice 10)"
     )
+    # A dip of the last minute's load does not end it while the last five minutes' holds.
     monkeypatch.setattr(host_load.os, "getloadavg", lambda: (1.5, 5.0, 3.0))
+    assert stretch.reason().startswith("the machine is saturated (load average 1.5 (5.0 ")
+    monkeypatch.setattr(host_load.os, "getloadavg", lambda: (1.5, 1.9, 3.0))
     assert stretch.reason() == ""
 
 
@@ -368,5 +372,6 @@ def test_a_saturated_machine_is_named_with_its_load_and_this_processs_niceness(m
     assert host_load.saturation_note() == ""
     monkeypatch.setattr(host_load.os, "getloadavg", lambda: (7.94, 5.0, 3.0))
     assert host_load.saturation_note() == (
-        "the machine was saturated: load average 7.9 over 2 CPUs; this process runs at nice 19"
+        "the machine was saturated: load average 7.9 (5.0 over 5 minutes) over 2 CPUs; "
+        "this process runs at nice 19"
     )

@@ -342,17 +342,14 @@ class Kube:
         except (ApiException, urllib3.exceptions.HTTPError, OSError):
             return False
 
-    def replace_status(
-        self, api_version: str, kind: str, obj: dict[str, Any], dry_run: bool = False
-    ) -> Any:
+    def replace_status(self, api_version: str, kind: str, obj: dict[str, Any]) -> Any:
         """Write `obj`'s status as read and changed (its resourceVersion guards it: a
-        Conflict when another writer came between), as the object's controller would;
-        with `dry_run`, only judged (validated and admitted), never stored."""
+        Conflict when another writer came between), as the object's controller would."""
         metadata = obj["metadata"]
         path = self.resource(api_version, kind).path(
             name=metadata["name"], namespace=metadata.get("namespace")
         )
-        return self.raw("PUT", f"{path}/status" + ("?dryRun=All" if dry_run else ""), obj)
+        return self.raw("PUT", f"{path}/status", obj)
 
     def raw(self, method: str, path: str, body: Any = None, accept: str | None = None) -> Any:
         """One request by path, its JSON answer parsed as plain data (or None if empty).

@@ -284,8 +284,9 @@ class EmbeddedControlPlane:
 
         def ready() -> bool | NotYet:
             self._check_create()
-            if self._creating is not None and not self._creating.is_alive():
-                return self.kubeconfig.is_file()  # kwokctl is done: everything is ready
+            # Not even once kwokctl is done: when its own wait runs out it logs the
+            # error and exits 0 (CI, 2026-11-29: an API server starved for 5 minutes,
+            # "done", then every request refused).
             if not self.kubeconfig.is_file():
                 return NotYet("kwokctl has written no kubeconfig yet")
             if not clients:
@@ -302,11 +303,26 @@ class EmbeddedControlPlane:
                 timeout=timeout,
                 interval=_LOCAL_POLL,
                 stretch=while_saturated(timeout),
+                diagnostics=self._api_server_diagnostics,
             )
         finally:
             for api in clients:
                 api.close()
         return self.kubeconfig
+
+    def _api_server_diagnostics(self) -> str:
+        """What a timeout of the API server's wait prints: its log's last lines, and
+        any component kwokctl started that is no longer running."""
+        log = self.logs_dir / "kube-apiserver.log"
+        tail = log.read_text(errors="replace").splitlines()[-15:] if log.is_file() else []
+        stopped = self.stopped_components()
+        return "\n".join(
+            [
+                f"kube-apiserver log tail ({log}):",
+                *(tail or ["(no log yet)"]),
+                *(["stopped:", *stopped] if stopped else []),
+            ]
+        )
 
     def _create(self, config: Path) -> None:
         with (
