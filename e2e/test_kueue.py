@@ -57,6 +57,7 @@ from trainjob_conformance.policies.workloads import (
     check_states,
     condition_path,
     decided_admission_check,
+    quota_words,
     set_check_state,
     wait_admitted,
     wait_finished,
@@ -94,10 +95,7 @@ def admitted(view, workload_name):
 
 
 def resumed(view, name):
-    return view.wait(
-        f"TrainJob {name} to be resumed",
-        lambda: tj if not (tj := view.get(TRAINJOB, name))["spec"].get("suspend") else None,
-    )
+    return view.wait(f"TrainJob {name} to be resumed", lambda: started(view, name))
 
 
 def why_not_resumed(view, name, within):
@@ -1159,11 +1157,9 @@ def why_not_preempting(view, preemptor):
     found = workloads_of(view, preemptor)
     if len(found) != 1:
         return f"{len(found)} Workloads of TrainJob {preemptor}"
-    reserved = condition(found[0], "QuotaReserved")
-    said = reserved.get("message") or reserved.get("reason") or "no QuotaReserved condition"
     return (
         f"the Workload of TrainJob {preemptor} (priority {found[0]['spec'].get('priority')}): "
-        f"{said}"
+        f"{quota_words(found[0])}"
     )
 
 
@@ -1288,7 +1284,7 @@ def test_a_preemption_whose_eviction_was_refused_is_tried_again(
         "TrainJob low to run", TRAINJOB, name="low", jsonpath="{.spec.suspend}", equals="false"
     )
     with view.unrecorded():
-        view.wait("TrainJob low to run", lambda: started(view, "low"))
+        resumed(view, "low")
     policy = evictions_refused(view)
 
     submit_with_priority(view, runtime, queue, "high", high)
@@ -1436,7 +1432,7 @@ def test_an_eviction_on_the_worker_sends_the_trainjob_out_again(
     # appears there, the worker's Kueue writes its ownership onto the copy of the
     # Workload, and a preemption computed just before that write is refused (Conflict),
     # which Kueue v0.14.0 never retries (KQ-QUOTA-003): CI met it once (2026-11-29).
-    worker.wait("TrainJob low to run on the worker", lambda: started(worker, "low"))
+    resumed(worker, "low")
     # The worker's own TrainJob, queued there at a higher priority: the worker preempts.
     submit_with_priority(worker, runtime, "queue", "high", high)
     _, evicted_now = worker.wait(

@@ -52,6 +52,12 @@ def wait_workload(view: TrainJobView, trainjob: str) -> dict[str, Any]:
     return view.wait(f"the Workload of TrainJob {trainjob}", probe)
 
 
+def quota_words(workload: dict[str, Any]) -> str:
+    """What Kueue says of a Workload's quota: its QuotaReserved message (why it has none)."""
+    reserved = condition(workload, "QuotaReserved")
+    return reserved.get("message") or reserved.get("reason") or "no QuotaReserved condition"
+
+
 def wait_admitted(
     view: TrainJobView, trainjob: str, timeout: float = DEFAULT_TIMEOUT
 ) -> dict[str, Any]:
@@ -70,9 +76,7 @@ def wait_admitted(
             return NotYet(f"{len(found)} Workloads")
         if condition(found[0], "Admitted").get("status") == "True":
             return found[0]
-        reserved = condition(found[0], "QuotaReserved")
-        why = reserved.get("message") or reserved.get("reason") or "no QuotaReserved condition"
-        return NotYet(f"not Admitted: {why}")
+        return NotYet(f"not Admitted: {quota_words(found[0])}")
 
     with view.unrecorded():
         return view.wait(f"the Workload of TrainJob {trainjob} to be Admitted", probe, timeout)

@@ -313,16 +313,19 @@ class EmbeddedControlPlane:
     def _api_server_diagnostics(self) -> str:
         """What a timeout of the API server's wait prints: its log's last lines, and
         any component kwokctl started that is no longer running."""
-        log = self.logs_dir / "kube-apiserver.log"
-        tail = log.read_text(errors="replace").splitlines()[-15:] if log.is_file() else []
         stopped = self.stopped_components()
         return "\n".join(
             [
-                f"kube-apiserver log tail ({log}):",
-                *(tail or ["(no log yet)"]),
+                f"kube-apiserver log tail ({self.logs_dir / 'kube-apiserver.log'}):",
+                *(self._log_tail("kube-apiserver", 15) or ["(no log yet)"]),
                 *(["stopped:", *stopped] if stopped else []),
             ]
         )
+
+    def _log_tail(self, component: str, lines: int) -> list[str]:
+        """The last `lines` lines of the log kwokctl keeps for `component` ([] if none)."""
+        log = self.logs_dir / f"{component}.log"
+        return log.read_text(errors="replace").splitlines()[-lines:] if log.is_file() else []
 
     def _create(self, config: Path) -> None:
         with (
@@ -405,10 +408,7 @@ class EmbeddedControlPlane:
                 if identity is None or not identity.is_alive():
                     name = Path(pid_file.stem).name
                     log = self.logs_dir / f"{name}.log"
-                    tail = (
-                        log.read_text(errors="replace").splitlines()[-5:] if log.is_file() else []
-                    )
-                    stopped.append(f"{name} (log {log}):\n" + "\n".join(tail))
+                    stopped.append(f"{name} (log {log}):\n" + "\n".join(self._log_tail(name, 5)))
         return stopped
 
     def component_probes(self) -> list[Probe]:
@@ -428,8 +428,7 @@ class EmbeddedControlPlane:
             def probe() -> Breakage | None:
                 if process.is_alive():
                     return None
-                log = self.logs_dir / f"{name}.log"
-                tail = log.read_text(errors="replace").splitlines()[-15:] if log.is_file() else []
+                tail = self._log_tail(name, 15)
                 return Breakage(f"control plane {name}", "is no longer running", "\n".join(tail))
 
             return probe
