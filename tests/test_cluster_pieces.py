@@ -334,7 +334,7 @@ def test_a_create_waiting_for_its_turn_names_the_holder_and_starts_its_bound_aft
     from trainjob_conformance.cluster.embedded import control_plane
     from trainjob_conformance.stack.profiles import load_profile
 
-    monkeypatch.setenv("TRAINJOB_CONFORMANCE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(control_plane, "KWOKCTL_CREATE_LOCK", tmp_path / "create.lock")
     holding, release = threading.Event(), threading.Event()
 
     def other_create() -> None:
@@ -361,6 +361,21 @@ def test_a_create_waiting_for_its_turn_names_the_holder_and_starts_its_bound_aft
     assert "waiting for another kwokctl create to end first: cluster other of pid 1" in (
         capsys.readouterr().err
     )
+
+
+def test_kwokctl_creates_share_one_lock_whatever_build_cache_each_process_uses(
+    tmp_path, monkeypatch
+):
+    """./scripts/test runs prove from a build cache of its own beside the lanes: a lock
+    kept in the cache let their kwokctl creates pick the same port."""
+    from trainjob_conformance.cluster.embedded import control_plane
+
+    locks = set()
+    for cache in ("lanes", "prove"):
+        monkeypatch.setenv("TRAINJOB_CONFORMANCE_CACHE", str(tmp_path / cache))
+        locks.add(control_plane._create_lock_path())
+    assert len(locks) == 1
+    assert not any(str(tmp_path) in str(lock) for lock in locks)
 
 
 def test_a_saturated_machine_is_named_with_its_load_and_this_processs_niceness(monkeypatch):

@@ -68,6 +68,19 @@ def test_a_stack_that_broke_or_never_started_is_incompatible_not_failed():
     assert errors.word == INCOMPATIBLE
 
 
+def test_a_control_plane_that_did_not_start_leaves_the_cell_unjudged_not_incompatible():
+    # The same Kubernetes in every cell, down before any release was installed: an
+    # etcd whose port was taken says nothing of the releases.
+    down = "the cluster did not start: the control plane did not start: kwokctl create failed"
+    cell = judged(run_of(("TJ-STACK-001", "ERROR", down), ("KQ-ADMIT-001", "ERROR", down)))
+    assert (cell.word, cell.reason) == (NOT_RUN, f"not judged: {down}")
+    # The run and the schema check cannot agree on a cell that was not judged.
+    assert disagreements([cell]) != []
+    # A stack that broke after its control plane started is still the releases'.
+    late = judged(run_of(("TJ-STACK-001", "ERROR", "the cluster did not start: kueue exited")))
+    assert late.word == INCOMPATIBLE
+
+
 def test_other_policies_failing_on_a_working_stack_is_policies_broken():
     cell = judged(run_of(("TJ-STACK-001", "pass", ""), ("KQ-PODSET-002", "FAIL", "counts 5 Pods")))
     assert cell.word == POLICIES_BROKEN

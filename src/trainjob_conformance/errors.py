@@ -7,3 +7,16 @@ class ConformanceError(Exception):
     The CLI and the pytest plugin print only the message, never a traceback,
     so the message must stand on its own.
     """
+
+
+CONTROL_PLANE_NOT_STARTED = "the control plane did not start"
+
+
+class ControlPlaneNotStarted(ConformanceError):
+    """The cluster's own Kubernetes did not start, before any release of the stack
+    was installed on it: the machine's doing (a port taken, an API server starved),
+    never the releases'. `compat` leaves such a cell unjudged rather than calling
+    the releases incompatible."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"{CONTROL_PLANE_NOT_STARTED}: {detail}")

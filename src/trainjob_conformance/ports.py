@@ -29,6 +29,12 @@ _HANDING_OUT = threading.Lock()
 # "address already in use" for its webhook port). So each pick is claimed machine-wide
 # by a file named after the port, holding the claimer's pid, while that process lives.
 _CLAIMS = Path(tempfile.gettempdir()) / "trainjob-conformance-ports"
+# kwokctl picks its own ports (counting down from 32767) and binds them while its
+# create runs, so creates are serialized machine-wide, under a lock kept beside the
+# claims, not in a build cache: `./scripts/test` runs `prove` from a cache of its
+# own beside the lanes, and two locks let two creates pick the same port (an etcd
+# that exited on "bind: address already in use", 2026-11-29).
+KWOKCTL_CREATE_LOCK = Path(tempfile.gettempdir()) / "trainjob-conformance-kwokctl-create.lock"
 
 
 def _highest() -> int:

@@ -9,8 +9,9 @@ is decided from what its run saw, never from a list of pairs kept by hand:
   (TJ-STACK-001), or a Kueue-queued TrainJob that was never admitted and
   resumed (KQ-ADMIT-001, KQ-ADMIT-002);
 - `policies broken`: the stack works and some policies FAIL;
-- `not run`: the cell could not be run (a release the build refused), said in
-  one line.
+- `not run`: the cell could not be run or judged (a release the build refused,
+  or a control plane that did not start: the same Kubernetes in every cell, so
+  the machine's doing, not the releases'), said in one line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from trainjob_conformance.errors import CONTROL_PLANE_NOT_STARTED
 from trainjob_conformance.report.files import write_whole
 from trainjob_conformance.report.model import (
     ERROR,
@@ -51,8 +53,12 @@ LEGEND = {
     POLICIES_BROKEN: "the stack works (its checks pass) and some policies FAIL",
     INCOMPATIBLE: "the stack does not work together: it did not start or broke, or a "
     "plain TrainJob did not run, or a queued one was not admitted and resumed",
-    NOT_RUN: "the build refused a release, or the run left no result",
+    NOT_RUN: "the build refused a release, the cluster's own Kubernetes did not start "
+    "(the machine's doing, the same in every cell), or the run left no result",
 }
+# What every test of a run says when its cluster's control plane did not start
+# (plugin/fixtures.py, errors.ControlPlaneNotStarted).
+_CONTROL_PLANE_DOWN = f"the cluster did not start: {CONTROL_PLANE_NOT_STARTED}"
 
 
 @dataclass
@@ -87,6 +93,11 @@ def judge(cell: Cell, report: RunReport | None) -> None:
         return
     cell.counts = report.counts()
     cell.run_seconds = round(report.wall_seconds, 1)
+    if report.results and all(r.reason.startswith(_CONTROL_PLANE_DOWN) for r in report.results):
+        # Before any release was installed: nothing about the releases was seen.
+        cell.word = NOT_RUN
+        cell.reason = f"not judged: {report.results[0].reason}"
+        return
     # One click from the table: the first failure's diagnostics, else the results.
     first_bad = next((r for r in report.results if r.result in _BAD and r.diagnostics), None)
     cell.report = first_bad.diagnostics if first_bad else f"{report.file_stem}.json"

@@ -26,11 +26,11 @@ from trainjob_conformance.cluster.embedded.nodes import node_manifests
 from trainjob_conformance.cluster.health.host_load import while_saturated
 from trainjob_conformance.cluster.health.phases import PhaseClock
 from trainjob_conformance.cluster.health.stack_watch import Breakage, Probe
-from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.errors import ConformanceError, ControlPlaneNotStarted
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.kinds import NODE
-from trainjob_conformance.kube.waits import NotYet, wait_for
+from trainjob_conformance.kube.waits import NotYet, WaitTimeout, wait_for
 from trainjob_conformance.lifecycle.interrupts import die_with_parent
 from trainjob_conformance.lifecycle.ledger import ProcessIdentity
 from trainjob_conformance.lifecycle.processes import (
@@ -39,8 +39,7 @@ from trainjob_conformance.lifecycle.processes import (
     stop_processes_naming,
     unregister_cleanup,
 )
-from trainjob_conformance.paths import cache_root
-from trainjob_conformance.ports import LOOPBACK
+from trainjob_conformance.ports import KWOKCTL_CREATE_LOCK, LOOPBACK
 from trainjob_conformance.progress import say, step
 from trainjob_conformance.stack.gobuild import module_source
 from trainjob_conformance.stack.profiles import Profile
@@ -71,7 +70,7 @@ AUDIT_POLICY = {
 
 
 def _create_lock_path() -> Path:
-    return cache_root() / "kwokctl-create.lock"
+    return KWOKCTL_CREATE_LOCK
 
 
 @contextlib.contextmanager
@@ -227,6 +226,8 @@ class EmbeddedControlPlane:
             try:
                 self._create(config)
                 self.phases.record("control plane", started)
+            except ConformanceError as error:  # kwokctl's own failure: no release's
+                self._create_error = ControlPlaneNotStarted(str(error))
             except BaseException as error:  # handed to whoever waits on the cluster
                 self._create_error = error
 
@@ -305,6 +306,8 @@ class EmbeddedControlPlane:
                 stretch=while_saturated(timeout),
                 diagnostics=self._api_server_diagnostics,
             )
+        except WaitTimeout as error:
+            raise ControlPlaneNotStarted(str(error)) from None
         finally:
             for api in clients:
                 api.close()

@@ -67,7 +67,7 @@ from trainjob_conformance.cluster.provider import (
 )
 from trainjob_conformance.cluster.run_state import STATE_FILE
 from trainjob_conformance.cluster.serving.certs import CertificateAuthority
-from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.errors import ConformanceError, ControlPlaneNotStarted
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.lifecycle.processes import (
     HostProcess,
@@ -196,8 +196,8 @@ class EmbeddedStackCluster:
         # become healthy): without it no Pod is ever created.
         stopped = self.control_plane.stopped_components()
         if stopped:
-            raise ConformanceError(
-                "control plane components stopped during the start: " + "; ".join(stopped)
+            raise ControlPlaneNotStarted(
+                "its components stopped during the start: " + "; ".join(stopped)
             )
         self.timings["control_plane"] = clock.seconds("control plane") or 0.0
         self._timed("total", started)
