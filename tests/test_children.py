@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.interrupts import python_ctrl_c
 from trainjob_conformance.lifecycle.interrupts import process_exiting
 from trainjob_conformance.prove.runner import Children
 
@@ -32,9 +33,10 @@ def test_an_interrupted_wait_stops_and_waits_for_its_child(tmp_path: Path):
         # A real signal, as a CI runner's SIGTERM or Ctrl-C: it interrupts the wait.
         signal.pthread_kill(main, signal.SIGINT)
 
-    threading.Thread(target=interrupt_once_started, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        children.run([sys.executable, "-c", SLEEPER, str(pid_file)], tmp_path / "log")
+    with python_ctrl_c():
+        threading.Thread(target=interrupt_once_started, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            children.run([sys.executable, "-c", SLEEPER, str(pid_file)], tmp_path / "log")
 
     assert process_exiting(int(pid_file.read_text()))
     assert children.running == set() and children.stopping

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from tests.interrupts import python_ctrl_c
 from trainjob_conformance.fanout import FanOut, Outcome, Task, worst
 from trainjob_conformance.lifecycle.interrupts import Terminated
 
@@ -182,27 +183,23 @@ def test_the_exit_code_is_the_worst_childs_after_mapping() -> None:
 def interrupt_once_started(board: Board, fanout: FanOut, signum: int) -> dict[str, object]:
     """Run the fan-out on this (main) thread and deliver `signum` to it as a signal would."""
     previous = signal.getsignal(signal.SIGTERM)
-    previous_int = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(Terminated(s)))
-    # Python's own Ctrl-C handler, as a terminal session has it: an earlier test
-    # in this worker (or xdist itself) may have left SIGINT ignored, and then
-    # interrupt_main() would deliver nothing.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def deliver() -> None:
         board.wait_started("a")
         board.wait_started("b")
         _thread.interrupt_main(signum)
 
-    threading.Thread(target=deliver, daemon=True).start()
     result: dict[str, object] = {}
-    try:
-        result["outcomes"] = fanout.run()
-    except KeyboardInterrupt as error:
-        result["error"] = error
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
+    # Without Python's own SIGINT handler, interrupt_main() would deliver nothing.
+    with python_ctrl_c():
+        threading.Thread(target=deliver, daemon=True).start()
+        try:
+            result["outcomes"] = fanout.run()
+        except KeyboardInterrupt as error:
+            result["error"] = error
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     return result
 
 

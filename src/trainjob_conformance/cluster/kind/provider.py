@@ -93,7 +93,7 @@ from trainjob_conformance.cluster.releases.manifests import (
     release_install_steps,
 )
 from trainjob_conformance.cluster.run_state import write_image_supply
-from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.errors import ConformanceError, ControlPlaneNotStarted
 from trainjob_conformance.kube.client import Kube, api_client_for
 from trainjob_conformance.kube.errors import ApiError
 from trainjob_conformance.kube.kinds import CRD
@@ -379,7 +379,8 @@ class KindStackCluster:
         self.timings["kind_create"] = round(ended[0] - self.started, 1)
         if process.returncode != 0:
             lines = log.read_text(errors="replace").strip().splitlines()
-            raise ConformanceError(
+            # Kubernetes itself, before any release of the stack: not the releases' doing.
+            raise ControlPlaneNotStarted(
                 f"kind create cluster failed: {lines[-1:]}; node journal:\n{self._journal_tail()}"
             )
 
