@@ -277,7 +277,14 @@ class _RecordingKube:
         self.deleted.append(args)
 
 
-def test_a_worker_break_goes_to_the_children_and_not_to_the_manager(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("interrupted", "outcome"),
+    # A child cut short by an interruption fails its tests: that is no detection.
+    [(False, DETECTED), (True, "not-run")],
+)
+def test_a_worker_break_goes_to_the_children_and_not_to_the_manager(
+    tmp_path, monkeypatch, interrupted, outcome
+):
     """Its policies are written for the child, which applies them to the worker it
     starts; the manager gets only the break's probe namespace."""
     from types import SimpleNamespace
@@ -295,14 +302,14 @@ def test_a_worker_break_goes_to_the_children_and_not_to_the_manager(tmp_path, mo
     def run_policies(children, settings, policies, label, workers):
         handed.append(settings)
         result = SimpleNamespace(policy="KQ-MK-006", result="FAIL", reason="deleted", seconds=3.0)
-        return SimpleNamespace(results=[result])
+        return SimpleNamespace(results=[result], interrupted=interrupted)
 
     monkeypatch.setattr(runner, "run_policies", run_policies)
     kube = _RecordingKube()
     settings = ChildSettings("latest", tmp_path / "kubeconfig", tmp_path / "out")
     context = SimpleNamespace(
         kube=kube,
-        children=None,
+        children=runner.Children(),
         settings=settings,
         catalog={},
         baseline={"KQ-MK-006": ("pass", "")},
@@ -312,7 +319,7 @@ def test_a_worker_break_goes_to_the_children_and_not_to_the_manager(tmp_path, mo
     )
     rows = runner.run_step(context, Step(item, [Target("KQ-MK-006", "FAIL")]))  # type: ignore[arg-type]
 
-    assert [(r.policy, r.outcome) for r in rows] == [("KQ-MK-006", DETECTED)]
+    assert [(r.policy, r.outcome) for r in rows] == [("KQ-MK-006", outcome)]
     assert [doc["kind"] for doc in kube.applied] == ["Namespace"]
     (given,) = handed
     assert given.worker_break == tmp_path / "out" / item.label_value / "worker-break.yaml"

@@ -273,6 +273,14 @@ def run_step(context: StepContext, step: Step) -> list[Row]:
         except (ConformanceError, ApiError) as error:
             left = [str(error)]
         context.restored += [f"after {item.name}: {line}" for line in left]
+    if report.interrupted or context.children.stopping:
+        # A test cut short fails, which would read as detected: nothing was judged.
+        seconds = time.monotonic() - began
+        why = "prove was interrupted before this break's run ended"
+        context.progress(f"break {item.name}: not judged ({why})")
+        return rows + [
+            _row(context, item, t.policy, t.verdict, "", NOT_RUN, why, seconds) for t in runnable
+        ]
     found = verdicts(report)
     by_policy = {r.policy: r.seconds for r in report.results}
     for target in runnable:
