@@ -9,7 +9,14 @@ class ConformanceError(Exception):
     """
 
 
+# How every test of a run that got no cluster says so (the plugin); what a reader of
+# results (layers, compat) recognizes.
+CLUSTER_NOT_STARTED = "the cluster did not start"
 CONTROL_PLANE_NOT_STARTED = "the control plane did not start"
+
+
+def cluster_not_started(reason: str) -> str:
+    return f"{CLUSTER_NOT_STARTED}: {reason}"
 
 
 class ControlPlaneNotStarted(ConformanceError):

@@ -15,7 +15,7 @@ from trainjob_conformance.cluster.health.stack_watch import StackBroken
 from trainjob_conformance.cluster.introspect import trainjob_spec_properties
 from trainjob_conformance.cluster.labels import KUEUE_MANAGED_LABEL
 from trainjob_conformance.cluster.registry import peer_cluster, peer_unavailable
-from trainjob_conformance.errors import ConformanceError
+from trainjob_conformance.errors import ConformanceError, cluster_not_started
 from trainjob_conformance.kube.errors import Rejected
 from trainjob_conformance.kube.kinds import RESOURCE_FLAVOR
 from trainjob_conformance.kube.namespaces import temporary_namespace
@@ -41,7 +41,7 @@ def trainjob_cluster(request: pytest.FixtureRequest) -> ClusterHandle:
         reason = str(error)
     # Every test that needs the cluster is an ERROR, with this one line; failed outside
     # the except block, so pytest does not print the replaced error above it.
-    pytest.fail(f"the cluster did not start: {reason}", pytrace=False)
+    pytest.fail(cluster_not_started(reason), pytrace=False)
 
 
 @pytest.fixture(scope="session")

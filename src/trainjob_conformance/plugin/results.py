@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from trainjob_conformance.errors import cluster_not_started
 from trainjob_conformance.kube.client import HARNESS_USER_AGENT
 from trainjob_conformance.paths import suite
 from trainjob_conformance.plugin.expected_run import (
@@ -232,7 +233,7 @@ class PolicyResults:
         owner = self.session
         terminalreporter.section("TrainJob conformance")
         if owner.start_error is not None:
-            terminalreporter.write_line(f"the cluster did not start: {owner.start_error}")
+            terminalreporter.write_line(cluster_not_started(owner.start_error))
         if owner.handle is not None:
             versions = ", ".join(f"{k} {v}" for k, v in owner.handle.versions.items())
             composed = describe(self.profile)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from trainjob_conformance.cluster.handle import ClusterHandle
+from trainjob_conformance.errors import cluster_not_started
 from trainjob_conformance.plugin import stash
 from trainjob_conformance.plugin.verdicts import judge
 from trainjob_conformance.report.model import ERROR
@@ -110,7 +111,7 @@ def _encode(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestR
         report.outcome = "failed"
         word, reason = ERROR, unjudged
     if owner.start_error is not None and report.failed:
-        word, reason = ERROR, f"the cluster did not start: {owner.start_error}"
+        word, reason = ERROR, cluster_not_started(owner.start_error)
     report.user_properties += [(_RESULT, word), (_REASON, reason), (_DETAILS, details)]
     recorder = item.stash.get(stash.RECORDER, None)
     if recorder is not None:

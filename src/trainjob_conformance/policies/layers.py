@@ -19,6 +19,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
+from trainjob_conformance.errors import CLUSTER_NOT_STARTED
+
 ADMISSION_WEBHOOK = "admission webhook"
 ADMISSION_POLICY = "admission policy"
 CRD_VALIDATION = "CEL/CRD validation"
@@ -51,7 +53,6 @@ _INVALID = re.compile(r'^(\w+)(\.[\w.-]+)? "[^"]*" is invalid: ([\w.\[\]-]+)')
 # The authorizer's refusal: `... is forbidden: User "u" cannot create resource "r" ...`.
 _UNAUTHORIZED = re.compile(r'is forbidden: User "([^"]+)" cannot (\w+) resource "([^"]+)"')
 _STACK_BROKE = "the stack broke: "
-_CLUSTER_NOT_STARTED = "the cluster did not start"
 
 
 def kind_of(layer: str) -> str:
@@ -74,7 +75,7 @@ def layer_of(result: str, reason: str, declared: str) -> str:
     if result == "ERROR":
         if reason.startswith(_STACK_BROKE):
             return f"{STACK}: {reason.removeprefix(_STACK_BROKE)}"
-        if reason.startswith(_CLUSTER_NOT_STARTED):
+        if reason.startswith(CLUSTER_NOT_STARTED):
             return STACK
     if match := _WEBHOOK_DENIED.search(reason):
         return f"{ADMISSION_WEBHOOK}: {match.group(1)}"

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from trainjob_conformance.errors import CONTROL_PLANE_NOT_STARTED
+from trainjob_conformance.errors import CONTROL_PLANE_NOT_STARTED, cluster_not_started
 from trainjob_conformance.report.files import write_whole
 from trainjob_conformance.report.model import (
     ERROR,
@@ -58,7 +58,7 @@ LEGEND = {
 }
 # What every test of a run says when its cluster's control plane did not start
 # (plugin/fixtures.py, errors.ControlPlaneNotStarted).
-_CONTROL_PLANE_DOWN = f"the cluster did not start: {CONTROL_PLANE_NOT_STARTED}"
+_CONTROL_PLANE_DOWN = cluster_not_started(CONTROL_PLANE_NOT_STARTED)
 
 
 @dataclass
