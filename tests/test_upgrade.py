@@ -20,7 +20,13 @@ from trainjob_conformance.prove.table import NOT_RUN
 from trainjob_conformance.report.model import ERROR, FAIL, PASS, SKIPPED, PolicyResult, RunReport
 from trainjob_conformance.stack.profiles import Profile, load_profile
 from trainjob_conformance.upgrade.availability import Availability
-from trainjob_conformance.upgrade.judging import fields_lost, pod_changes, workload_changes
+from trainjob_conformance.upgrade.judging import (
+    fields_lost,
+    first_workload,
+    pod_changes,
+    runtime_settings,
+    workload_changes,
+)
 from trainjob_conformance.upgrade.record import (
     BEFORE,
     FINAL,
@@ -401,6 +407,39 @@ def test_a_queued_trainjob_is_a_known_gap_when_the_trainer_or_the_kueue_before_i
         assert "kubernetes-sigs/kueue#10127" in policy.gap_reference("v2.3.0", before)
 
 
+@pytest.mark.parametrize(
+    ("kueue_before", "kueue_now", "outcome"),
+    [
+        ("v0.14.0", "v0.16.6", Outcome.KNOWN_GAP),  # trainer-2.0 -> trainer-2.1, Kueue's step
+        ("v0.14.0", "v0.14.0", Outcome.HOLDS),  # the same path before Kueue's step
+        ("v0.14.0", "v0.14.4", Outcome.HOLDS),  # both built with Trainer v2.0.1
+        ("v0.16.6", "v0.19.2", Outcome.HOLDS),  # trainer-2.1 -> trainer-2.2
+        (None, "v0.19.2", Outcome.HOLDS),  # no upgrade
+    ],
+)
+def test_admission_across_kueues_built_with_trainer_v2_0_and_v2_1_is_a_known_gap(
+    kueue_before, kueue_now, outcome
+):
+    policy = load_catalog(suite().catalog)["UP-KQ-001"]
+    before = {"trainer": "v2.0.1", "kueue": kueue_before} if kueue_before else {}
+    now = {"trainer": "v2.1.0", "kueue": kueue_now}
+
+    assert policy.outcome("v2.1.0", before, now) is outcome
+    if outcome is Outcome.KNOWN_GAP:
+        assert "kubernetes-sigs/kueue#7586" in policy.gap_reference("v2.1.0", before, now)
+
+
+def test_an_expectation_on_the_kueue_running_now_needs_a_valid_range(tmp_path):
+    catalog = tmp_path / "policies.yaml"
+    catalog.write_text(
+        "P-1:\n  title: t\n  statement: s\n  source: x\n  trainer: '>=2.0.0'\n"
+        "  expectations:\n    - trainer: '>=2.0.0'\n      kueue: 'new'\n"
+        "      outcome: known-gap\n"
+    )
+    with pytest.raises(ConformanceError, match="P-1: bad version range clause 'new'"):
+        load_catalog(catalog)
+
+
 class RefusingForAWhile:
     """A stand-in API client for the prober's own logic: refuses calls 2-4."""
 
@@ -492,3 +531,45 @@ def test_a_judge_interrupted_or_broken_stops_the_upgrade(monkeypatch, tmp_path, 
 
     with pytest.raises(ConformanceError, match="wrote no results"):
         judges.run("catalog", ["TJ-GATE-001"], None, 2)
+
+
+def test_the_runtime_settings_of_a_workload_are_named_per_podset_and_container():
+    workload = {
+        "spec": {
+            "podSets": [
+                {
+                    "name": "node",
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "node",
+                                    "env": [{"name": "PET_NNODES"}, {"name": "PET_MASTER_PORT"}],
+                                    "ports": [{"containerPort": 29500}],
+                                },
+                                {"name": "sidecar"},
+                            ]
+                        }
+                    },
+                }
+            ]
+        }
+    }
+    events = [
+        {"type": "ADDED", "object": {"metadata": {"ownerReferences": []}}},
+        {
+            "type": "ADDED",
+            "object": {
+                "metadata": {"ownerReferences": [{"kind": "TrainJob", "name": "admitted"}]},
+                **workload,
+            },
+        },
+    ]
+
+    first = first_workload(events, "admitted")
+
+    assert first is not None
+    assert runtime_settings(first) == [
+        "PodSet node container node: env PET_NNODES, PET_MASTER_PORT; ports 29500"
+    ]
+    assert first_workload(events, "queued") is None

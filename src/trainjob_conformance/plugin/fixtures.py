@@ -136,7 +136,7 @@ def trainjob_policy(request: pytest.FixtureRequest) -> PolicyContext:
         )
     upgrade = request.config.stash[stash.SETTINGS].upgrade_record
     before = UpgradeRecord.read(upgrade).source_versions if upgrade else {}
-    context = PolicyContext(policy, cluster.versions[policy.component], before)
+    context = PolicyContext(policy, cluster.versions[policy.component], before, cluster.versions)
     request.node.stash[stash.CONTEXT] = context
     return context
 

@@ -41,13 +41,16 @@ class PolicyContext:
         policy: Policy,
         trainer_version: str,
         before: Mapping[str, str] | None = None,
+        now: Mapping[str, str] | None = None,
     ) -> None:
         self.policy = policy
         self.trainer_version = trainer_version
         # Each component's release before an upgrade, where the stack was upgraded
         # (the UP family); empty otherwise.
         self.before = dict(before or {})
-        self.outcome = policy.outcome(trainer_version, self.before)
+        # Each component's release the stack runs now.
+        self.now = dict(now or {})
+        self.outcome = policy.outcome(trainer_version, self.before, self.now)
         self.judged = False
         self.evidence: str | None = None
         # The test's record: what happens inside holds() is what the policy judged.
@@ -86,7 +89,7 @@ class PolicyContext:
             with observing:
                 yield
             return
-        reference = self.policy.gap_reference(self.trainer_version, self.before)
+        reference = self.policy.gap_reference(self.trainer_version, self.before, self.now)
         try:
             with observing:
                 yield

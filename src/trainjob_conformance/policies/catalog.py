@@ -94,37 +94,54 @@ class Policy:
         return any(e.values.get("outcome") == Outcome.KNOWN_GAP.value for e in self.expectations)
 
     def _matching(
-        self, trainer_version: str, before: Mapping[str, str] | None = None
+        self,
+        trainer_version: str,
+        before: Mapping[str, str] | None = None,
+        now: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """The first expectation whose ranges hold. `before` is the release of each
-        component the stack ran before an upgrade (empty or None: no upgrade). One
-        with `upgraded_from` (the UP family) holds only on such a stack, and only
-        where the policy's component was in that range before; one with
-        `kueue_upgraded_from`, the same for Kueue (a gap that the old Kueue's
-        writes cause, whatever the Trainer was)."""
-        before = before or {}
+        component the stack ran before an upgrade (empty or None: no upgrade), `now`
+        the release of each component it runs. One with `upgraded_from` (the UP
+        family) holds only on such a stack, and only where the policy's component
+        was in that range before; one with `kueue_upgraded_from`, the same for Kueue
+        (a gap that the old Kueue's writes cause, whatever the Trainer was); one with
+        `kueue` (a policy of another component) only where the Kueue running now is
+        in that range (a gap that comes with the Kueue step of an upgrade, not
+        before it)."""
+        before, now = before or {}, now or {}
         for expectation in self.expectations:
-            for key, component in (
-                (UPGRADED_FROM, self.component),
-                (KUEUE_UPGRADED_FROM, "kueue"),
+            for key, component, versions in (
+                (UPGRADED_FROM, self.component, before),
+                (KUEUE_UPGRADED_FROM, "kueue", before),
+                (KUEUE_NOW, "kueue", now),
             ):
-                since = expectation.values.get(key)
-                was = before.get(component)
-                if since is not None and (was is None or not in_range(was, since)):
+                spec = expectation.values.get(key)
+                version = versions.get(component)
+                if spec is not None and (version is None or not in_range(version, spec)):
                     break
             else:
                 if in_range(trainer_version, expectation.trainer):
                     return expectation.values
         return {}
 
-    def outcome(self, trainer_version: str, before: Mapping[str, str] | None = None) -> Outcome:
+    def outcome(
+        self,
+        trainer_version: str,
+        before: Mapping[str, str] | None = None,
+        now: Mapping[str, str] | None = None,
+    ) -> Outcome:
         if not in_range(trainer_version, self.trainer):
             return Outcome.NOT_APPLICABLE
-        values = self._matching(trainer_version, before)
+        values = self._matching(trainer_version, before, now)
         return Outcome(values.get("outcome", Outcome.HOLDS.value))
 
-    def gap_reference(self, trainer_version: str, before: Mapping[str, str] | None = None) -> str:
-        values = self._matching(trainer_version, before)
+    def gap_reference(
+        self,
+        trainer_version: str,
+        before: Mapping[str, str] | None = None,
+        now: Mapping[str, str] | None = None,
+    ) -> str:
+        values = self._matching(trainer_version, before, now)
         return str(values.get("reference", "")).strip()
 
     def expected(self, key: str, trainer_version: str) -> Any:
@@ -142,6 +159,9 @@ UPGRADE = "upgrade"
 UPGRADED_FROM = "upgraded_from"
 # The same for the Kueue release the upgraded stack ran before.
 KUEUE_UPGRADED_FROM = "kueue_upgraded_from"
+# An expectation's range of the Kueue release running now, in a policy whose own
+# range is another component's (for Kueue's own policies it is their range).
+KUEUE_NOW = "kueue"
 JUDGED_BY = ("run", UPGRADE)
 
 
@@ -215,7 +235,7 @@ def _check_ranges(
     since = [
         str(e.values[key])
         for e in expectations
-        for key in (UPGRADED_FROM, KUEUE_UPGRADED_FROM)
+        for key in (UPGRADED_FROM, KUEUE_UPGRADED_FROM, KUEUE_NOW)
         if key in e.values
     ]
     for spec in [str(entry[component]), *(e.trainer for e in expectations), *since]:

@@ -153,3 +153,29 @@ def workload_changes(
         if owner not in uids:
             found.append(f"TrainJob {owner} has no Workload in the window")
     return found
+
+
+def first_workload(events: list[dict[str, Any]], trainjob: str) -> dict[str, Any] | None:
+    """The first stored version of a TrainJob's Workload the window saw."""
+    for event in events:
+        if owner_of(event["object"]) == trainjob:
+            return event["object"]
+    return None
+
+
+def runtime_settings(workload: dict[str, Any]) -> list[str]:
+    """The env names and ports each container of a Workload's PodSets carries, a line
+    each: what the runtime put there, which a Kueue built with another Trainer may
+    work out differently (and then no longer find the Workload its own)."""
+    found = []
+    for podset in (workload.get("spec") or {}).get("podSets") or []:
+        spec = (podset.get("template") or {}).get("spec") or {}
+        for container in spec.get("containers") or []:
+            env = [str(item.get("name")) for item in container.get("env") or []]
+            ports = [str(item.get("containerPort")) for item in container.get("ports") or []]
+            if env or ports:
+                found.append(
+                    f"PodSet {podset.get('name')} container {container.get('name')}: "
+                    f"env {', '.join(env) or 'none'}; ports {', '.join(ports) or 'none'}"
+                )
+    return found
