@@ -1319,7 +1319,19 @@ def test_a_preemption_whose_eviction_was_refused_is_tried_again(
                 after="its eviction of TrainJob low was refused",
             )
         )
-        view.kube.delete(*VALIDATING_POLICY_BINDING, name=policy)
+        found = workloads_of(view, "high")
+        view.record_observation(
+            "whether the Workload of TrainJob high says Kueue will retry the preemption",
+            WORKLOAD,
+            jsonpath=condition_path("high", "QuotaReserved", "message"),
+            expected=RETRY_WORDS,
+            observed=condition(found[0], "QuotaReserved").get("message", "") if found else "",
+            within=RETRY_SAID_SECONDS,
+            substring=True,
+        )
+        # Set-up for the second half, not judged: the refusal is lifted.
+        with view.unobserved():
+            view.kube.delete(*VALIDATING_POLICY_BINDING, name=policy)
         # Judged either way: what follows the lifted refusal is what a reproduction
         # replays (on a quiet cluster Kueue v0.14.0 never admits TrainJob high).
         not_preempted = failure_of(

@@ -188,6 +188,7 @@ def test_repro_writes_the_bundle_from_a_results_archive(tmp_path, capsys):
         (["repro", "TJ-NOPE-001"], "TJ-NOPE-001 is not a policy of the catalog; the known gaps"),
         (["repro", "TJ-EDIT-007"], "holds no record of TJ-EDIT-007 for profile latest"),
         (["repro", "TO-MB-004", "--profile", "nightly"], "--profile"),
+        (["repro", "UP-KQ-001"], "UP-KQ-001 is judged only during an upgrade"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, says):
@@ -235,23 +236,13 @@ def test_bad_paths_are_refused_before_any_cluster_starts(tmp_path, capsys, where
     assert code == 2 and len(err.splitlines()) == 1 and says in err, err
 
 
-def _observe(tmp_path, within: int, flips_after: int) -> subprocess.CompletedProcess[str]:
-    """observe_value of repro.sh's prelude against a stand-in kubectl that prints
-    'gated' until its `flips_after`-th call, then '' (the expected value)."""
-    tmp_path.mkdir()
+def _run_prelude(tmp_path, kubectl_body: str, steps: str) -> subprocess.CompletedProcess[str]:
+    """`steps` after repro.sh's prelude, against a stand-in kubectl running `kubectl_body`."""
     kubectl = tmp_path / "kubectl"
-    kubectl.write_text(
-        "#!/bin/bash\n"
-        f"n=$(( $(cat {tmp_path}/n 2>/dev/null || echo 0) + 1 )); echo $n > {tmp_path}/n\n"
-        f'[ "$n" -gt {flips_after} ] || echo gated\n'
-    )
+    kubectl.write_text("#!/bin/bash\n" + kubectl_body)
     kubectl.chmod(0o755)
     script = tmp_path / "observe.sh"
-    script.write_text(
-        _PRELUDE
-        + f"observe_value 'the gates' '' {within} -- get pods\n"
-        + 'reproduced "$OBSERVED"\n'
-    )
+    script.write_text(_PRELUDE + "POLICY=P-1\nOBSERVE_SECONDS=1\n" + steps + 'verdict "$POLICY"\n')
     return subprocess.run(
         ["bash", str(script), "kubeconfig"],
         env={"KUBECTL": str(kubectl), "PATH": "/usr/bin:/bin"},
@@ -261,28 +252,105 @@ def _observe(tmp_path, within: int, flips_after: int) -> subprocess.CompletedPro
     )
 
 
+def _observe(tmp_path, within: int, flips_after: int) -> subprocess.CompletedProcess[str]:
+    """observe_value against a stand-in kubectl that prints 'gated' until its
+    `flips_after`-th call, then '' (the expected value)."""
+    tmp_path.mkdir()
+    counting = (
+        f"n=$(( $(cat {tmp_path}/n 2>/dev/null || echo 0) + 1 )); echo $n > {tmp_path}/n\n"
+        f'[ "$n" -gt {flips_after} ] || echo gated\n'
+    )
+    return _run_prelude(
+        tmp_path, counting, f"observe_value 'the gates' equals '' {within} -- get pods\n"
+    )
+
+
 def test_a_patient_observation_reads_again_until_the_expected_value_or_its_bound(tmp_path):
     # The cluster comes round within the bound: not reproduced.
     assert _observe(tmp_path / "a", within=10, flips_after=3).returncode == 1
     # Read once (within 0), the value seen first decides: reproduced.
     done = _observe(tmp_path / "b", within=0, flips_after=3)
-    assert done.returncode == 0 and "REPRODUCED: the gates: 'gated'" in done.stdout
+    assert done.returncode == 0 and "REPRODUCED: P-1: the gates: 'gated'" in done.stdout
 
 
 def test_a_kubectl_warning_is_not_read_as_the_observed_value(tmp_path):
-    kubectl = tmp_path / "kubectl"
-    kubectl.write_text("#!/bin/bash\necho 'Warning: This version is deprecated.' >&2\necho True\n")
-    kubectl.chmod(0o755)
-    script = tmp_path / "observe.sh"
-    script.write_text(_PRELUDE + "observe_value 'admitted' True 0 -- get workloads\n")
-    done = subprocess.run(
-        ["bash", str(script), "kubeconfig"],
-        env={"KUBECTL": str(kubectl), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=30,
+    done = _run_prelude(
+        tmp_path,
+        "echo 'Warning: This version is deprecated.' >&2\necho True\n",
+        "observe_value 'admitted' equals True 0 -- get workloads\n",
     )
     assert done.returncode == 1 and "NOT REPRODUCED: admitted: 'True'" in done.stdout
+
+
+def _two_halves(tmp_path, message: str, admitted: str) -> subprocess.CompletedProcess[str]:
+    """A statement in two halves, against a stand-in kubectl that prints `message` for
+    the first read and `admitted` for the second."""
+    return _run_prelude(
+        tmp_path,
+        f'case "$*" in *message*) echo "{message}" ;; *) echo "{admitted}" ;; esac\n',
+        "observe_value 'the retry said' substring 'will retry' 0 -- get message\n"
+        "observe_value 'admitted' equals True 0 -- get status\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "admitted", "code", "says"),
+    [
+        # Both halves as the policy expects: the words found inside the message.
+        ("Preempting 1 workload(s) failed, will retry", "True", 1, "NOT REPRODUCED: the retry"),
+        # The first half shown, the second met: reproduced, naming the first only.
+        ("couldn't assign flavors", "True", 0, "REPRODUCED: P-1: the retry said: 'couldn't"),
+        # Both shown: reproduced, naming both.
+        ("", "", 0, "(the policy expects it to contain 'will retry'); admitted: ''"),
+    ],
+)
+def test_each_half_of_a_statement_is_observed_and_any_half_shown_reproduces(
+    tmp_path, message, admitted, code, says
+):
+    done = _two_halves(tmp_path, message, admitted)
+
+    assert done.returncode == code and says in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("steps", "code", "says"),
+    [
+        # A request before the last observation, answered as in the run: set-up, not shown.
+        (
+            "observe_request accepted before 'lift' -- delete x\n"
+            "observe_value 'admitted' equals True 0 -- get status\n",
+            1,
+            "NOT REPRODUCED: admitted: 'True', as the policy expects",
+        ),
+        # The last observation a request answered as in the run: shown.
+        ("observe_request accepted last 'edit' -- patch x\n", 0, "REPRODUCED: P-1: edit"),
+        # A request answered as the policy expects ends the script, with what was shown.
+        (
+            "observe_value 'said' substring 'will retry' 0 -- get message\n"
+            "observe_request refused last 'edit' -- patch x\n",
+            0,
+            "REPRODUCED: P-1: said: 'nothing'",
+        ),
+    ],
+)
+def test_a_request_observation_counts_as_shown_only_where_it_is_the_last(
+    tmp_path, steps, code, says
+):
+    done = _run_prelude(
+        tmp_path, 'case "$*" in *message*) echo nothing ;; *) echo True ;; esac\n', steps
+    )
+
+    assert done.returncode == code and says in done.stdout, done.stdout + done.stderr
+
+
+def test_a_set_up_request_inside_holds_is_recorded_but_not_observed():
+    recorder = Recorder()
+    with recorder.observing():
+        recorder.request("delete", {"kind": "X", "name": "judged"}, None, dict)
+        with recorder.observing(False):
+            recorder.request("delete", {"kind": "X", "name": "lifted"}, None, dict)
+
+    assert [e.get("observation", False) for e in recorder.entries] == [True, False]
 
 
 def test_a_request_sent_as_another_user_is_replayed_as_that_user_in_the_bundles_namespace():

@@ -98,6 +98,13 @@ def run_repro(args: argparse.Namespace) -> int:
         raise ConformanceError(
             f"{args.policy} is not a policy of the catalog; the known gaps are {gaps}"
         )
+    if policy.upgrade_only:
+        # Its objects are made on one release and judged on the next: a bundle would
+        # install the first release's manifests, then the second's, which is not built.
+        raise ConformanceError(
+            f"{policy.id} is judged only during an upgrade (`trainjob-conformance upgrade`); "
+            "repro writes bundles for the policies a run judges, not yet for an upgrade's"
+        )
     results = Path(args.results)
     out = Path(args.out or f"repro-{policy.id.lower()}-{profile}")
     _check_paths(results, out)

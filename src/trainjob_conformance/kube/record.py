@@ -55,8 +55,10 @@ class Recorder:
         self._observing = False
 
     @contextmanager
-    def observing(self) -> Iterator[None]:
-        previous, self._observing = self._observing, True
+    def observing(self, observed: bool = True) -> Iterator[None]:
+        """Steps recorded here are (or, with observed=False, are not) what the verdict
+        rests on."""
+        previous, self._observing = self._observing, observed
         try:
             yield
         finally:

@@ -147,6 +147,16 @@ class TrainJobView:
         finally:
             self.kube.recorder = recorder
 
+    @contextlib.contextmanager
+    def unobserved(self) -> Iterator[None]:
+        """Requests inside a policy's holds() that set the next observation up (a
+        refusal lifted) rather than being judged: recorded, not observations."""
+        if self.kube.recorder is None:
+            yield
+            return
+        with self.kube.recorder.observing(False):
+            yield
+
     def record_observation(
         self,
         what: str,
@@ -158,11 +168,13 @@ class TrainJobView:
         name: str | None = None,
         selector: str | None = None,
         within: float = 0,
+        substring: bool = False,
     ) -> None:
         """Note what a policy judges, as kubectl prints it: the value the policy
         expects, and the value this run saw. `within`: the seconds the policy gives
         the cluster to show the expected value (a reproduction reads again until
-        then); 0, the state the waits before it led to, read once."""
+        then); 0, the state the waits before it led to, read once. `substring`: the
+        policy expects the value to contain `expected` (words in a message)."""
         if self.kube.recorder is None:
             return
         self.kube.recorder.observation(
@@ -172,6 +184,7 @@ class TrainJobView:
             expected=expected,
             observed=observed,
             **({"within": within} if within else {}),
+            **({"substring": True} if substring else {}),
         )
 
     def wait(

@@ -35,12 +35,13 @@ def workloads_of(view: TrainJobView, trainjob: str) -> list[dict[str, Any]]:
     return [workload for workload in view.list(WORKLOAD) if owned_by(workload, trainjob)]
 
 
-def condition_path(trainjob: str, condition_type: str) -> str:
-    """Where kubectl finds the status of a condition of the TrainJob's Workload: Kueue
-    names the Workload after the TrainJob's uid, so a replay finds it by its owner."""
+def condition_path(trainjob: str, condition_type: str, field: str = "status") -> str:
+    """Where kubectl finds a field (status, message) of a condition of the TrainJob's
+    Workload: Kueue names the Workload after the TrainJob's uid, so a replay finds it by
+    its owner."""
     return (
         f'{{.items[?(@.metadata.ownerReferences[0].name=="{trainjob}")]'
-        f'.status.conditions[?(@.type=="{condition_type}")].status}}'
+        f'.status.conditions[?(@.type=="{condition_type}")].{field}}}'
     )
 
 

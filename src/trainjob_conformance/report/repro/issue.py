@@ -77,9 +77,10 @@ def _step_line(number: int, step: Step, namespace: str) -> str:
         return f"{number}. {step.title}{mark}: {command}; in the run, {answer}{retried}"
     if step.kind == OBSERVATION:
         patience = f" (read again for up to {step.within:g} s)" if step.within else ""
+        expects = "a value containing " if step.substring else ""
         return (
             f"{number}. {step.title} **(the observation)**: {command}{patience}; "
-            f"the policy expects `{step.expected}`, the run saw `{step.observed}`"
+            f"the policy expects {expects}`{step.expected}`, the run saw `{step.observed}`"
         )
     ((how, want),) = step.match.items() or (("", ""),)
     until = f" until it prints {how} `{want}`" if step.jsonpath else ""

@@ -5,6 +5,14 @@ observation as the recorded run did (unreachable, a kind not served, a step
 answered otherwise, a wait timed out): then nothing was judged, and the
 script says which step and what it saw. Every wait is bounded and polls at
 short intervals; whatever the script created is deleted when it ends.
+
+A statement in two halves has two observations of a value: each is noted,
+met (as the policy expects) or shown (as the run saw), and the script goes
+on; it ends REPRODUCED when any was shown, naming those. A request answered as
+the policy expects ends it at once (the steps after it assumed the run's
+answer); one answered as in the run counts as shown only where it is the last
+observation, since a request sent inside a policy's assertions may set the
+next one up.
 """
 
 from __future__ import annotations
@@ -78,39 +86,52 @@ request() { # RUN-ANSWER RETRIED TITLE -- KUBECTL-ARGS: the answer must be the r
 }
 reproduced() { say ""; say "REPRODUCED: $*"; exit 0; }
 not_reproduced() { say ""; say "NOT REPRODUCED: $*"; exit 1; }
-observe_request() { # RUN-ANSWER WHAT -- KUBECTL-ARGS
-  local want="$1" what="$2" out="" got tries=0 deadline=$((SECONDS + OBSERVE_SECONDS))
-  shift 3
+joined() { local out="" item; for item in "$@"; do out="${out:+$out; }$item"; done; say "$out"; }
+# The observations so far: as the run saw them (the gap), and as the policy expects.
+SHOWN=()
+MET=()
+verdict() { # POLICY: REPRODUCED when any observation showed what the run saw
+  if [ "${#SHOWN[@]}" -gt 0 ]; then reproduced "$1: $(joined "${SHOWN[@]}")"; fi
+  not_reproduced "$(joined "${MET[@]}")"
+}
+observe_request() { # RUN-ANSWER LAST WHAT -- KUBECTL-ARGS
+  local want="$1" last="$2" what="$3" out="" got tries=0 deadline=$((SECONDS + OBSERVE_SECONDS))
+  shift 4
   while :; do
     if out="$(k "$@" 2>&1)"; then got=accepted; else got=refused; fi
     tries=$((tries + 1))
     if [ "$got" = "$want" ]; then
       say "    $got: $out"
-      OBSERVED="$what: this cluster $got it: $out"
+      [ "$last" != last ] || SHOWN+=("$what: this cluster $got it: $out")
       return 0
     fi
     [ "$tries" -gt 1 ] || say "    $got: $out"
     # Only an acceptance is waited for: an accepted request changes what it sent.
     if [ "$want" != accepted ] || [ "$SECONDS" -ge "$deadline" ]; then
-      not_reproduced "$what: this cluster $got it $tries times in ${OBSERVE_SECONDS}s, as the policy expects: $out"
+      MET+=("$what: this cluster $got it $tries times in ${OBSERVE_SECONDS}s, as the policy expects: $out")
+      # The steps after it assumed the run's answer: none of them is replayed.
+      verdict "$POLICY"
     fi
     sleep 0.5
   done
 }
-observe_value() { # WHAT EXPECTED WITHIN -- KUBECTL-ARGS: read again for WITHIN seconds
-  local what="$1" expected="$2" seen deadline=$((SECONDS + $3))
-  shift 4
+observe_value() { # WHAT HOW EXPECTED WITHIN -- KUBECTL-ARGS: read again for WITHIN seconds
+  local what="$1" how="$2" expected="$3" seen deadline=$((SECONDS + $4)) wanted
+  shift 5
+  wanted="the policy expects '${expected}'"
+  [ "$how" != substring ] || wanted="the policy expects it to contain '${expected}'"
   while :; do
     seen="$(value "$@")" || setup_error "could not read $what: $seen"
-    if [ "$seen" = "$expected" ]; then
-      say "    seen: '${seen}'   (the policy expects '${expected}')"
-      not_reproduced "$what: '${seen}', as the policy expects"
+    if [ "$seen" = "$expected" ] || { [ "$how" = substring ] && [[ "$seen" == *"$expected"* ]]; }; then
+      say "    seen: '${seen}'   (${wanted})"
+      MET+=("$what: '${seen}', as the policy expects")
+      return 0
     fi
     [ "$SECONDS" -lt "$deadline" ] || break
     sleep 0.5
   done
-  say "    seen: '${seen}'   (the policy expects '${expected}')"
-  OBSERVED="$what: '${seen}' (the policy expects '${expected}')"
+  say "    seen: '${seen}'   (${wanted})"
+  SHOWN+=("$what: '${seen}' (${wanted})")
 }
 """
 
@@ -132,7 +153,7 @@ def _each(step: Step, body: str) -> list[str]:
     ]
 
 
-def _request_lines(step: Step) -> list[str]:
+def _request_lines(step: Step, last: bool) -> list[str]:
     answer = "accepted" if step.accepted else "refused"
     args = step.kubectl
     if step.each_of is not None:
@@ -144,7 +165,7 @@ def _request_lines(step: Step) -> list[str]:
         command = _q(args)
     if step.observation:
         what = shlex.quote(step.title)
-        return [f"observe_request {answer} {what} -- {command}"]
+        return [f"observe_request {answer} {'last' if last else 'before'} {what} -- {command}"]
     retried = "yes" if step.retried else "no"
     line = f"request {answer} {retried} {shlex.quote(step.title)} -- {command}"
     return _each(step, line) if step.each_of is not None else [line]
@@ -197,8 +218,9 @@ def _wait_lines(step: Step) -> list[str]:
 def _observe_lines(step: Step) -> list[str]:
     # A named object may be absent, which is an answer too: kubectl then prints nothing.
     absent = " --ignore-not-found" if step.name else ""
+    how = "substring" if step.substring else "equals"
     return [
-        f"observe_value {shlex.quote(step.title)} {shlex.quote(step.expected)} "
+        f"observe_value {shlex.quote(step.title)} {how} {shlex.quote(step.expected)} "
         f"{int(step.within)} -- get "
         f"{_quoted_target(step)}{absent} -o jsonpath={shlex.quote(step.jsonpath or '')}"
     ]
@@ -279,22 +301,23 @@ def repro_script(replay: Replay, header: list[str], versions: str) -> str:
     lines = ["#!/usr/bin/env bash", *(f"# {line}".rstrip() for line in header), _PRELUDE]
     lines += [
         f"NS={shlex.quote(replay.namespace)}",
+        f"POLICY={shlex.quote(replay.policy)}",
         f"OBSERVE_SECONDS={OBSERVE_SECONDS}",
         "CREATED=no",
-        'OBSERVED=""',
         *_cleanup(replay),
         *_preflight(replay, versions),
         "CREATED=yes",
         "",
     ]
+    last = max((n for n, s in enumerate(replay.steps, 1) if s.observation), default=0)
     for number, step in enumerate(replay.steps, 1):
         label = "OBSERVE" if step.observation else step.kind
         lines.append(f"say {shlex.quote(f'[{number}/{total}] {label}: {step.title}')}")
         if step.kind == REQUEST:
-            lines += _request_lines(step)
+            lines += _request_lines(step, number == last)
         elif step.kind == OBSERVATION:
             lines += _observe_lines(step)
         else:
             lines += _wait_lines(step)
-    lines.append(f'reproduced "{replay.policy}: $OBSERVED"')
+    lines.append('verdict "$POLICY"')
     return "\n".join(lines) + "\n"

@@ -74,6 +74,8 @@ class Step:
     # Observations: how long the policy gives the cluster to show the expected value
     # (0: read once, the state the waits before it led to).
     within: float = 0.0
+    # Observations: the policy expects the value to contain `expected`, not to be it.
+    substring: bool = False
 
 
 @dataclass
@@ -251,6 +253,7 @@ def _read_step(entry: dict[str, Any], number: int) -> Step:
         expected=str(entry.get("expected") or ""),
         observed=str(entry.get("observed") or ""),
         within=float(entry.get("within") or 0),
+        substring=bool(entry.get("substring")),
         observation=entry["step"] == OBSERVATION,
         files=files,
     )
