@@ -343,6 +343,25 @@ def test_a_request_observation_counts_as_shown_only_where_it_is_the_last(
     assert done.returncode == code and says in done.stdout, done.stdout + done.stderr
 
 
+def test_a_kubeconfig_named_from_where_the_script_was_started_is_found(tmp_path):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    script = bundle / "check.sh"
+    script.write_text(_PRELUDE + 'cat "$KUBECONFIG"\n')
+    (tmp_path / "kubeconfig").write_text("the cluster\n")
+
+    done = subprocess.run(
+        ["bash", "bundle/check.sh", "kubeconfig"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+    assert done.returncode == 0 and done.stdout == "the cluster\n", done.stderr
+
+
 def test_a_set_up_request_inside_holds_is_recorded_but_not_observed():
     recorder = Recorder()
     with recorder.observing():

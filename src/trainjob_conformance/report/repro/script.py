@@ -28,12 +28,14 @@ from trainjob_conformance.report.repro.steps import Replay, Step
 OBSERVE_SECONDS = 5
 
 _PRELUDE = r"""set -euo pipefail
-cd "$(dirname "$0")"
 if [ $# -gt 0 ]; then export KUBECONFIG="$1"; fi
 if [ -z "${KUBECONFIG:-}" ]; then
   echo "usage: $0 KUBECONFIG   (or set KUBECONFIG)" >&2
   exit 2
 fi
+# Named from where the script was started: it runs from its own directory.
+case "$KUBECONFIG" in /* | *:*) ;; *) KUBECONFIG="$PWD/$KUBECONFIG" ;; esac
+cd "$(dirname "$0")"
 KUBECTL="${KUBECTL:-kubectl}"
 TIMEOUT="${REPRO_TIMEOUT:-120}"
 k() { "$KUBECTL" "$@"; }
