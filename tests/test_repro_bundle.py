@@ -22,7 +22,7 @@ from trainjob_conformance.paths import suite
 from trainjob_conformance.policies.catalog import load_catalog
 from trainjob_conformance.report.archive import write_archive
 from trainjob_conformance.report.repro.bundle import bundle_files, write_bundle
-from trainjob_conformance.report.repro.script import _PRELUDE
+from trainjob_conformance.report.repro.script import PRELUDE
 from trainjob_conformance.report.repro.steps import replay_of, repro_namespace
 
 RECORDS = Path(__file__).resolve().parent / "records"
@@ -188,7 +188,8 @@ def test_repro_writes_the_bundle_from_a_results_archive(tmp_path, capsys):
         (["repro", "TJ-NOPE-001"], "TJ-NOPE-001 is not a policy of the catalog; the known gaps"),
         (["repro", "TJ-EDIT-007"], "holds no record of TJ-EDIT-007 for profile latest"),
         (["repro", "TO-MB-004", "--profile", "nightly"], "--profile"),
-        (["repro", "UP-KQ-001"], "UP-KQ-001 is judged only during an upgrade"),
+        (["repro", "UP-KQ-001"], "UP-KQ-001 is judged during an upgrade: name the upgrade"),
+        (["repro", "TO-MB-004", "--from", "trainer-2.2"], "--from and --to name an upgrade"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, says):
@@ -242,7 +243,7 @@ def _run_prelude(tmp_path, kubectl_body: str, steps: str) -> subprocess.Complete
     kubectl.write_text("#!/bin/bash\n" + kubectl_body)
     kubectl.chmod(0o755)
     script = tmp_path / "observe.sh"
-    script.write_text(_PRELUDE + "POLICY=P-1\nOBSERVE_SECONDS=1\n" + steps + 'verdict "$POLICY"\n')
+    script.write_text(PRELUDE + "POLICY=P-1\nOBSERVE_SECONDS=1\n" + steps + 'verdict "$POLICY"\n')
     return subprocess.run(
         ["bash", str(script), "kubeconfig"],
         env={"KUBECTL": str(kubectl), "PATH": "/usr/bin:/bin"},
@@ -347,7 +348,7 @@ def test_a_kubeconfig_named_from_where_the_script_was_started_is_found(tmp_path)
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     script = bundle / "check.sh"
-    script.write_text(_PRELUDE + 'cat "$KUBECONFIG"\n')
+    script.write_text(PRELUDE + 'cat "$KUBECONFIG"\n')
     (tmp_path / "kubeconfig").write_text("the cluster\n")
 
     done = subprocess.run(

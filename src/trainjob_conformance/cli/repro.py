@@ -10,11 +10,16 @@ recording on (a fresh embedded cluster, or `--kubeconfig`'s) into
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainjob_conformance.cli.profile_args import add_profile, profile_arg
 from trainjob_conformance.errors import ConformanceError
+
+if TYPE_CHECKING:
+    from trainjob_conformance.policies.catalog import Policy
 
 _POLICY_TEST = re.compile(r'@pytest\.mark\.policy\("([^"]+)"\)\s*(?:@[^\n]*\s*)*def (test_\w+)')
 
@@ -35,6 +40,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     repro.add_argument(
         "--kubeconfig",
         help="with no record yet: record the test on this cluster, not a fresh embedded one",
+    )
+    repro.add_argument(
+        "--from",
+        dest="source",
+        metavar="PROFILE",
+        help="an upgrade's policy (UP-*): the profile the bundle installs first",
+    )
+    repro.add_argument(
+        "--to",
+        dest="target",
+        metavar="PROFILE",
+        help="an upgrade's policy (UP-*): the profile whose releases it upgrades to",
     )
     repro.set_defaults(func=run_repro)
 
@@ -83,6 +100,75 @@ def _check_paths(results: Path, out: Path) -> None:
         raise ConformanceError(f"--out {out} is a file; pass a new or empty directory")
 
 
+def _known_gap_paths(policy: Policy) -> list[str]:
+    """The upgrades between adjacent profiles (by Trainer release) on which `policy` is a
+    known gap."""
+    from trainjob_conformance.policies.catalog import Outcome
+    from trainjob_conformance.policies.versions import parse_version
+    from trainjob_conformance.stack.profiles import load_profile, profile_names
+
+    profiles = sorted(
+        (load_profile(name) for name in profile_names()),
+        key=lambda p: parse_version(p.version("trainer")),
+    )
+    return [
+        f"--from {old.name} --to {new.name}"
+        for old, new in itertools.pairwise(profiles)
+        if policy.outcome(new.version("trainer"), old.versions, new.versions) == Outcome.KNOWN_GAP
+    ]
+
+
+def _upgrade_repro(args: argparse.Namespace, policy: Policy, templates: Path) -> int:
+    """An upgrade's bundle: the old releases installed, the objects in flight, each
+    component upgraded, the observation; written from the catalog and the releases."""
+    from trainjob_conformance.cli.upgrade import upgrade_profiles
+    from trainjob_conformance.cluster.releases.manifests import release_install_steps
+    from trainjob_conformance.policies.catalog import Outcome
+    from trainjob_conformance.progress import step
+    from trainjob_conformance.report.repro.bundle import write_files
+    from trainjob_conformance.stack.gobuild import build_component
+    from trainjob_conformance.stack.profiles import Profile, load_profile
+    from trainjob_conformance.upgrade.repro.bundle import upgrade_bundle_files
+    from trainjob_conformance.upgrade.repro.scenarios import check_scenario
+    from trainjob_conformance.upgrade.steps import plan_upgrade
+
+    check_scenario(policy.id)
+    if not args.source or not args.target:
+        paths = "; ".join(_known_gap_paths(policy)) or "no path between adjacent profiles"
+        raise ConformanceError(
+            f"{policy.id} is judged during an upgrade: name the upgrade with --from and --to "
+            f"(its known gap: {paths})"
+        )
+    names = upgrade_profiles(argparse.Namespace(source=args.source, target=args.target, with_=[]))
+    plan = plan_upgrade(load_profile(names[0]), load_profile(names[1]))
+    out = Path(args.out or f"repro-{policy.id.lower()}-{plan.source.name}-to-{plan.target.name}")
+    if out.exists() and not out.is_dir():
+        raise ConformanceError(f"--out {out} is a file; pass a new or empty directory")
+    trainer = plan.target.version("trainer")
+    if policy.outcome(trainer, plan.source.versions, plan.target.versions) != Outcome.KNOWN_GAP:
+        print(
+            f"note: {policy.id} is not a known gap of {plan.column}: "
+            "the bundle should print NOT REPRODUCED there"
+        )
+    kubectl = build_component("kubernetes", plan.source.version("kubernetes"))["kubectl"]
+
+    def steps_of(profile: Profile, only: list[str] | None) -> list:
+        return release_install_steps(profile, kubectl, None, only)
+
+    with step(f"the manifests of {plan.column}"):
+        files = upgrade_bundle_files(policy, plan, steps_of, templates)
+    written = write_files(files, out)
+    print(f"{policy.id} on an upgrade {plan.column}: bundle in {out}/")
+    for path in written:
+        if path.parent.parent.name != "releases":
+            print(f"  {path.relative_to(out)}")
+    print(
+        f"  releases/ (the manifests of each step: {', '.join(sorted(p.name for p in (out / 'releases').iterdir()))})"
+    )
+    print(f"run it on a new cluster: {out}/repro.sh KUBECONFIG")
+    return 0
+
+
 def run_repro(args: argparse.Namespace) -> int:
     from trainjob_conformance.paths import require_suite
     from trainjob_conformance.policies.catalog import load_catalog
@@ -99,11 +185,10 @@ def run_repro(args: argparse.Namespace) -> int:
             f"{args.policy} is not a policy of the catalog; the known gaps are {gaps}"
         )
     if policy.upgrade_only:
-        # Its objects are made on one release and judged on the next: a bundle would
-        # install the first release's manifests, then the second's, which is not built.
+        return _upgrade_repro(args, policy, suite.templates)
+    if args.source or args.target:
         raise ConformanceError(
-            f"{policy.id} is judged only during an upgrade (`trainjob-conformance upgrade`); "
-            "repro writes bundles for the policies a run judges, not yet for an upgrade's"
+            f"--from and --to name an upgrade; {policy.id} is judged by a run: use --profile"
         )
     results = Path(args.results)
     out = Path(args.out or f"repro-{policy.id.lower()}-{profile}")

@@ -85,7 +85,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run_upgrade_command)
 
 
-def _profiles(args: argparse.Namespace) -> tuple[str, str]:
+def upgrade_profiles(args: argparse.Namespace) -> tuple[str, str]:
+    """--from and --to (with --with) as profile names, checked in one line each."""
     from trainjob_conformance.stack.profiles import load_profile
 
     names = []
@@ -116,7 +117,7 @@ def run_upgrade_command(args: argparse.Namespace) -> int:
 
     check_suite_present()
     check_cluster_args(args)
-    source, target = _profiles(args)
+    source, target = upgrade_profiles(args)
     plan = plan_upgrade(load_profile(source), load_profile(target))
     _check_user_manifests(args, plan)
     report_dir = Path(args.report).resolve()

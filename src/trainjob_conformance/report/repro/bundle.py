@@ -75,7 +75,11 @@ def bundle_files(record: Record, policy: Policy, templates: Path) -> dict[str, s
 
 def write_bundle(record: Record, policy: Policy, templates: Path, out: Path) -> list[Path]:
     """Write the bundle into `out` (replacing a bundle written there before)."""
-    files = bundle_files(record, policy, templates)
+    return write_files(bundle_files(record, policy, templates), out)
+
+
+def write_files(files: dict[str, str], out: Path) -> list[Path]:
+    """Write a bundle's files into `out` (replacing a bundle written there before)."""
     if out.exists() and not (out / "repro.sh").is_file() and any(out.iterdir()):
         raise ConformanceError(
             f"{out} exists and holds no bundle; pass --out with a new or empty directory"

@@ -27,7 +27,7 @@ from trainjob_conformance.report.repro.steps import Replay, Step
 # seen the state the steps before it waited for (the test does the same).
 OBSERVE_SECONDS = 5
 
-_PRELUDE = r"""set -euo pipefail
+PRELUDE = r"""set -euo pipefail
 if [ $# -gt 0 ]; then export KUBECONFIG="$1"; fi
 if [ -z "${KUBECONFIG:-}" ]; then
   echo "usage: $0 KUBECONFIG   (or set KUBECONFIG)" >&2
@@ -300,7 +300,7 @@ def _preflight(replay: Replay, versions: str) -> list[str]:
 
 def repro_script(replay: Replay, header: list[str], versions: str) -> str:
     total = len(replay.steps)
-    lines = ["#!/usr/bin/env bash", *(f"# {line}".rstrip() for line in header), _PRELUDE]
+    lines = ["#!/usr/bin/env bash", *(f"# {line}".rstrip() for line in header), PRELUDE]
     lines += [
         f"NS={shlex.quote(replay.namespace)}",
         f"POLICY={shlex.quote(replay.policy)}",
