@@ -8,6 +8,7 @@ releases' own manifests (built from their Go modules as kind installs them).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -163,7 +164,9 @@ def _upgrade_words(step: ReleaseStep) -> str:
 
 
 def _kubectl(read: Read) -> str:
-    return f"`kubectl {' '.join(read.args())}`"
+    """The read as a command to paste (the namespace filled in afterwards)."""
+    words = ["$NS" if word == "$NS" else shlex.quote(word) for word in read.args()]
+    return f"`kubectl {' '.join(words)}`"
 
 
 def _step_words(scenario: Scenario, upgrades: list[ReleaseStep]) -> str:

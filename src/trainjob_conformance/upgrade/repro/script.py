@@ -224,7 +224,7 @@ def _preflight(scenario: Scenario, starts: dict[str, str]) -> list[str]:
 def _objects_lines(scenario: Scenario, labels: dict[str, str]) -> list[str]:
     label_words = [f"{key}={value}" for key, value in labels.items()]
     lines = [
-        "say '[objects] namespace $NS'",
+        'say "[objects] namespace $NS"',
         'request accepted no "namespace $NS" -- create namespace "$NS"',
         "CREATED=yes",
     ]
