@@ -237,13 +237,18 @@ def test_bad_paths_are_refused_before_any_cluster_starts(tmp_path, capsys, where
     assert code == 2 and len(err.splitlines()) == 1 and says in err, err
 
 
-def _run_prelude(tmp_path, kubectl_body: str, steps: str) -> subprocess.CompletedProcess[str]:
-    """`steps` after repro.sh's prelude, against a stand-in kubectl running `kubectl_body`."""
+def run_prelude(
+    tmp_path, kubectl_body: str, steps: str, functions: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`steps` after repro.sh's prelude (and `functions`), against a stand-in kubectl
+    running `kubectl_body`."""
     kubectl = tmp_path / "kubectl"
     kubectl.write_text("#!/bin/bash\n" + kubectl_body)
     kubectl.chmod(0o755)
     script = tmp_path / "observe.sh"
-    script.write_text(PRELUDE + "POLICY=P-1\nOBSERVE_SECONDS=1\n" + steps + 'verdict "$POLICY"\n')
+    script.write_text(
+        PRELUDE + functions + "POLICY=P-1\nOBSERVE_SECONDS=1\n" + steps + 'verdict "$POLICY"\n'
+    )
     return subprocess.run(
         ["bash", str(script), "kubeconfig"],
         env={"KUBECTL": str(kubectl), "PATH": "/usr/bin:/bin"},
@@ -261,7 +266,7 @@ def _observe(tmp_path, within: int, flips_after: int) -> subprocess.CompletedPro
         f"n=$(( $(cat {tmp_path}/n 2>/dev/null || echo 0) + 1 )); echo $n > {tmp_path}/n\n"
         f'[ "$n" -gt {flips_after} ] || echo gated\n'
     )
-    return _run_prelude(
+    return run_prelude(
         tmp_path, counting, f"observe_value 'the gates' equals '' {within} -- get pods\n"
     )
 
@@ -275,7 +280,7 @@ def test_a_patient_observation_reads_again_until_the_expected_value_or_its_bound
 
 
 def test_a_kubectl_warning_is_not_read_as_the_observed_value(tmp_path):
-    done = _run_prelude(
+    done = run_prelude(
         tmp_path,
         "echo 'Warning: This version is deprecated.' >&2\necho True\n",
         "observe_value 'admitted' equals True 0 -- get workloads\n",
@@ -286,7 +291,7 @@ def test_a_kubectl_warning_is_not_read_as_the_observed_value(tmp_path):
 def _two_halves(tmp_path, message: str, admitted: str) -> subprocess.CompletedProcess[str]:
     """A statement in two halves, against a stand-in kubectl that prints `message` for
     the first read and `admitted` for the second."""
-    return _run_prelude(
+    return run_prelude(
         tmp_path,
         f'case "$*" in *message*) echo "{message}" ;; *) echo "{admitted}" ;; esac\n',
         "observe_value 'the retry said' substring 'will retry' 0 -- get message\n"
@@ -337,7 +342,7 @@ def test_each_half_of_a_statement_is_observed_and_any_half_shown_reproduces(
 def test_a_request_observation_counts_as_shown_only_where_it_is_the_last(
     tmp_path, steps, code, says
 ):
-    done = _run_prelude(
+    done = run_prelude(
         tmp_path, 'case "$*" in *message*) echo nothing ;; *) echo True ;; esac\n', steps
     )
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.test_repro_bundle import run_prelude
 from trainjob_conformance.cli.main import main
 from trainjob_conformance.cluster.releases.install_plan import CONTROLLERS
 from trainjob_conformance.cluster.releases.manifests import InstallStep, write_documents
 from trainjob_conformance.errors import ConformanceError
 from trainjob_conformance.paths import suite
 from trainjob_conformance.policies.catalog import load_catalog
-from trainjob_conformance.report.repro.script import PRELUDE
 from trainjob_conformance.stack.profiles import Profile, load_profile
 from trainjob_conformance.upgrade.repro.bundle import upgrade_bundle_files
 from trainjob_conformance.upgrade.repro.script import UPGRADE_FUNCTIONS
@@ -170,25 +170,8 @@ def test_a_controller_at_another_release_stops_the_script_before_anything_is_app
     )
 
 
-def _prelude_run(tmp_path: Path, kubectl_body: str, steps: str) -> subprocess.CompletedProcess[str]:
-    kubectl = tmp_path / "kubectl"
-    kubectl.write_text("#!/bin/bash\n" + kubectl_body)
-    kubectl.chmod(0o755)
-    script = tmp_path / "steps.sh"
-    script.write_text(
-        PRELUDE
-        + UPGRADE_FUNCTIONS
-        + "POLICY=UP-X\nOBSERVE_SECONDS=1\n"
-        + steps
-        + 'verdict "$POLICY"\n'
-    )
-    return subprocess.run(
-        ["bash", str(script), "kubeconfig"],
-        env={"KUBECTL": str(kubectl), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+def _prelude_run(tmp_path: Path, kubectl_body: str, steps: str):
+    return run_prelude(tmp_path, kubectl_body, steps, UPGRADE_FUNCTIONS)
 
 
 def test_a_value_that_must_stay_is_read_for_its_whole_window(tmp_path):
@@ -199,7 +182,7 @@ def test_a_value_that_must_stay_is_read_for_its_whole_window(tmp_path):
     )
     done = _prelude_run(tmp_path, counting, "observe_stays 'the Workload' uid-1 5 -- get wl\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "REPRODUCED: UP-X: the Workload: 'uid-2', not 'uid-1'" in done.stdout
+    assert "REPRODUCED: P-1: the Workload: 'uid-2', not 'uid-1'" in done.stdout
     # The same value over the window: not reproduced, after more than one read.
     (tmp_path / "same").mkdir()
     done = _prelude_run(

@@ -251,21 +251,29 @@ def _cleanup(replay: Replay) -> list[str]:
         '      || say "could not delete namespace $NS within ${TIMEOUT}s: delete it by hand" >&2',
     ]
     for resource, name, namespace in reversed(replay.outside):
-        where = f" -n {shlex.quote(namespace)}" if namespace else ""
-        lines.append(
-            f"    k delete {shlex.quote(resource)} {shlex.quote(name)}{where} --ignore-not-found "
-            '--timeout="${TIMEOUT}s" >/dev/null 2>&1 || true'
-        )
-    lines += [
-        "  fi",
-        '  exit "$code"',
-        "}",
-        "trap cleanup EXIT",
-        # A signal ends the script through exit, so that the EXIT trap cleans up.
-        "trap 'exit 130' INT",
-        "trap 'exit 143' TERM",
-    ]
-    return lines
+        lines.append(delete_line(resource, name, namespace))
+    return [*lines, *CLEANUP_END]
+
+
+def delete_line(resource: str, name: str, namespace: str | None = None) -> str:
+    """cleanup()'s deletion of an object created outside the namespace."""
+    where = f" -n {shlex.quote(namespace)}" if namespace else ""
+    return (
+        f"    k delete {shlex.quote(resource)} {shlex.quote(name)}{where} --ignore-not-found "
+        '--timeout="${TIMEOUT}s" >/dev/null 2>&1 || true'
+    )
+
+
+# The end of cleanup() and its traps: a signal ends the script through exit, so that
+# the EXIT trap cleans up.
+CLEANUP_END = [
+    "  fi",
+    '  exit "$code"',
+    "}",
+    "trap cleanup EXIT",
+    "trap 'exit 130' INT",
+    "trap 'exit 143' TERM",
+]
 
 
 def _preflight(replay: Replay, versions: str) -> list[str]:

@@ -202,22 +202,34 @@ def _suspended(templates: TemplateSet, namespace: str) -> Scenario:
     )
 
 
-def _kueue_seed(templates: TemplateSet, namespace: str) -> list[tuple[str, dict[str, Any]]]:
+def _queued_trainjob(templates: TemplateSet, namespace: str, name: str) -> dict[str, Any]:
+    """A TrainJob of the Kueue namespace: one Pod of POD_CPU, submitted to QUEUE."""
     resources = {"requests": {"cpu": POD_CPU, "memory": "256Mi"}}
+    return templates.render_one(
+        "trainjob",
+        name=name,
+        namespace=namespace,
+        runtime=namespace,
+        queue_name=QUEUE,
+        resources_per_node=resources,
+    )
+
+
+def _kueue_objects(templates: TemplateSet, namespace: str) -> list[tuple[str, dict[str, Any]]]:
+    """As the upgrade seeds them: one TrainJob admitted on the whole quota, one queued."""
     return [
         _runtime(templates, namespace),
         *_queue_objects(templates, namespace),
-        (
-            "trainjob-admitted.yaml",
-            templates.render_one(
-                "trainjob",
-                name=ADMITTED,
-                namespace=namespace,
-                runtime=namespace,
-                queue_name=QUEUE,
-                resources_per_node=resources,
-            ),
-        ),
+        ("trainjob-admitted.yaml", _queued_trainjob(templates, namespace, ADMITTED)),
+        ("trainjob-queued.yaml", _queued_trainjob(templates, namespace, QUEUED)),
+    ]
+
+
+def _kueue_outside(namespace: str) -> list[tuple[str, str]]:
+    return [
+        ("clustertrainingruntime", namespace),
+        ("clusterqueue.kueue.x-k8s.io", namespace),
+        ("resourceflavor.kueue.x-k8s.io", namespace),
     ]
 
 
@@ -235,26 +247,6 @@ def _kueue_waits() -> list[Wait | Remember]:
             "equals",
             "Running",
         ),
-    ]
-
-
-def _queued_seed(templates: TemplateSet, namespace: str) -> tuple[str, dict[str, Any]]:
-    resources = {"requests": {"cpu": POD_CPU, "memory": "256Mi"}}
-    return (
-        "trainjob-queued.yaml",
-        templates.render_one(
-            "trainjob",
-            name=QUEUED,
-            namespace=namespace,
-            runtime=namespace,
-            queue_name=QUEUE,
-            resources_per_node=resources,
-        ),
-    )
-
-
-def _queued_waits() -> list[Wait | Remember]:
-    return [
         Wait(
             f"the Workload of TrainJob {QUEUED} to wait for quota",
             _workload_condition(QUEUED, "QuotaReserved"),
@@ -271,15 +263,10 @@ def _admission(templates: TemplateSet, namespace: str) -> Scenario:
         policy="UP-KQ-001",
         namespace=namespace,
         kueue_managed=True,
-        objects=[*_kueue_seed(templates, namespace), _queued_seed(templates, namespace)],
-        outside=[
-            ("clustertrainingruntime", namespace),
-            ("clusterqueue.kueue.x-k8s.io", namespace),
-            ("resourceflavor.kueue.x-k8s.io", namespace),
-        ],
+        objects=_kueue_objects(templates, namespace),
+        outside=_kueue_outside(namespace),
         before=[
             *_kueue_waits(),
-            *_queued_waits(),
             Remember(f"the uid of TrainJob {ADMITTED}'s Workload", "WORKLOAD", workload),
             Remember(f"the uid of TrainJob {ADMITTED}'s Pod", "POD", pods),
         ],
@@ -317,13 +304,9 @@ def _queued(templates: TemplateSet, namespace: str) -> Scenario:
         policy="UP-KQ-002",
         namespace=namespace,
         kueue_managed=True,
-        objects=[*_kueue_seed(templates, namespace), _queued_seed(templates, namespace)],
-        outside=[
-            ("clustertrainingruntime", namespace),
-            ("clusterqueue.kueue.x-k8s.io", namespace),
-            ("resourceflavor.kueue.x-k8s.io", namespace),
-        ],
-        before=[*_kueue_waits(), *_queued_waits()],
+        objects=_kueue_objects(templates, namespace),
+        outside=_kueue_outside(namespace),
+        before=_kueue_waits(),
         after=[
             Delete(f"delete TrainJob {ADMITTED}, freeing the quota", "trainjob", ADMITTED),
             Observe(

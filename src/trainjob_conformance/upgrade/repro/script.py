@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainjob_conformance.cluster.releases.install_plan import CONTROLLERS, Phase
-from trainjob_conformance.report.repro.script import PRELUDE
+from trainjob_conformance.report.repro.script import CLEANUP_END, PRELUDE, delete_line
 from trainjob_conformance.upgrade.repro.scenarios import (
     Delete,
     Observe,
@@ -184,20 +184,8 @@ def _cleanup(scenario: Scenario) -> list[str]:
         '    k delete namespace "$NS" --ignore-not-found --timeout="${TIMEOUT}s" >/dev/null 2>&1 \\',
         '      || say "could not delete namespace $NS within ${TIMEOUT}s: delete it by hand" >&2',
     ]
-    for resource, name in scenario.outside:
-        lines.append(
-            f"    k delete {shlex.quote(resource)} {shlex.quote(name)} --ignore-not-found "
-            '--timeout="${TIMEOUT}s" >/dev/null 2>&1 || true'
-        )
-    return [
-        *lines,
-        "  fi",
-        '  exit "$code"',
-        "}",
-        "trap cleanup EXIT",
-        "trap 'exit 130' INT",
-        "trap 'exit 143' TERM",
-    ]
+    lines += [delete_line(resource, name) for resource, name in scenario.outside]
+    return [*lines, *CLEANUP_END]
 
 
 def _preflight(scenario: Scenario, starts: dict[str, str]) -> list[str]:
