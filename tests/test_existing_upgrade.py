@@ -111,7 +111,9 @@ def test_a_step_on_an_existing_cluster_runs_the_phases_and_names_the_new_release
     phases = releases_upgrade.upgrade_phases
     monkeypatch.setattr(releases_upgrade, "prepare_pulled", prepare_pulled)
     monkeypatch.setattr(
-        releases_upgrade, "upgrade_phases", lambda s, managers: phases(s, regrouped, managers)
+        releases_upgrade,
+        "upgrade_phases",
+        lambda s, managers, old_steps=None: phases(s, regrouped, managers, old_steps),
     )
     monkeypatch.setattr(existing, "build_component", lambda c, v: {"kubectl": Path("/k")})
     monkeypatch.setattr(

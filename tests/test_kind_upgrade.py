@@ -178,6 +178,41 @@ def test_webhook_configurations_the_new_release_dropped_are_found(tmp_path):
     assert upgrade.dropped_webhooks([old], [old]) == []
 
 
+def _controller(path: Path, selector: dict[str, str]) -> InstallStep:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "jobset-controller-manager", "namespace": "jobset-system"},
+        "spec": {"selector": {"matchLabels": selector}},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _manifest(path, [deployment])
+
+
+def test_a_controller_whose_pod_selector_changed_is_deleted_before_the_new_release(tmp_path):
+    # JobSet v0.10.1 -> v0.11.1: the new kustomization's commonLabels reach the
+    # selector, which the API server will not update ("field is immutable").
+    old = [_controller(tmp_path / "old" / "jobset.yaml", {"control-plane": "controller-manager"})]
+    new = [
+        _controller(
+            tmp_path / "new" / "jobset.yaml",
+            {"control-plane": "controller-manager", "app.kubernetes.io/name": "jobset"},
+        )
+    ]
+    assert upgrade.recreated_deployments(old, new) == [
+        ("jobset-system", "jobset-controller-manager")
+    ]
+    phases = upgrade.upgrade_phases(new, _regrouped, old_steps=old)
+    delete = "-n jobset-system delete deployment/jobset-controller-manager --timeout=300s"
+    assert _words(phases.manager)[0] == [delete]
+    assert _words(phases.manager)[1:] == _words(upgrade.upgrade_phases(new, _regrouped).manager)
+    # The same selector: a rolling update, nothing deleted.
+    assert upgrade.recreated_deployments(old, old) == []
+    assert _words(upgrade.upgrade_phases(old, _regrouped, old_steps=old).manager)[0] != [delete]
+    notes = _prepared(tmp_path, old_steps=old, new_steps=new).notes(None)
+    assert notes[0].startswith("deployment/jobset-controller-manager deleted and created anew")
+
+
 def test_an_image_goes_into_each_nodes_containerd_through_stdin_and_pinned():
     command = kind_upgrade.import_command("tjc-x-worker")
     assert command[:4] == ["docker", "exec", "-i", "tjc-x-worker"]
@@ -369,7 +404,9 @@ def test_a_step_stops_the_watch_for_the_rollout_and_reports_the_new_release(tmp_
     monkeypatch.setattr(kind_upgrade, "prepare", lambda *args: prepared)
     phases = upgrade.upgrade_phases
     monkeypatch.setattr(
-        upgrade, "upgrade_phases", lambda steps, managers: phases(steps, _regrouped, managers)
+        upgrade,
+        "upgrade_phases",
+        lambda steps, managers, old_steps=None: phases(steps, _regrouped, managers, old_steps),
     )
     monkeypatch.setattr(
         ManifestApplier, "run_phase", lambda self, phase: log.append(f"phase {phase.label}")

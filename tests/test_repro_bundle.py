@@ -22,7 +22,7 @@ from trainjob_conformance.paths import suite
 from trainjob_conformance.policies.catalog import load_catalog
 from trainjob_conformance.report.archive import write_archive
 from trainjob_conformance.report.repro.bundle import bundle_files, write_bundle
-from trainjob_conformance.report.repro.script import PRELUDE
+from trainjob_conformance.report.repro.script import CLEANUP_END, PRELUDE
 from trainjob_conformance.report.repro.steps import replay_of, repro_namespace
 
 RECORDS = Path(__file__).resolve().parent / "records"
@@ -394,3 +394,21 @@ def test_no_bundle_for_a_test_that_points_a_webhook_at_its_own_cluster():
     # and CA: replayed elsewhere it would answer for a reason of its own.
     with pytest.raises(ConformanceError, match="cannot take that to another cluster"):
         bundle("KQ-ADMIT-005")
+
+
+# cleanup() as a bundle ends it, with nothing to delete.
+_CLEANUP = (
+    "\n".join(["CREATED=no", "cleanup() {", "  local code=$?", "  if false; then :", *CLEANUP_END])
+    + "\n"
+)
+
+
+def test_a_command_that_fails_before_any_verdict_is_a_setup_error_not_a_verdict(tmp_path):
+    # set -e stops the script with kubectl's own exit 1, which is NOT REPRODUCED's.
+    failed = run_prelude(tmp_path, 'echo "the server is gone" >&2; exit 1', "k get crd\n", _CLEANUP)
+    assert failed.returncode == 2
+    assert "SETUP ERROR: a command failed (exit 1) before any verdict" in failed.stderr
+    assert "NOT REPRODUCED" not in failed.stdout
+    judged = run_prelude(tmp_path, "echo fine", "k get crd >/dev/null\n", _CLEANUP)
+    assert judged.returncode == 1 and "NOT REPRODUCED" in judged.stdout
+    assert "SETUP ERROR" not in judged.stderr

@@ -27,6 +27,8 @@ from typing import Any
 from trainjob_conformance.cluster.releases.install_plan import (
     CONTROLLERS,
     CRDS_ESTABLISHED,
+    ROLLOUT_SECONDS,
+    Command,
     Phase,
     install_plan,
 )
@@ -62,9 +64,12 @@ def upgrade_phases(
     steps: list[InstallStep],
     regroup: Callable[[list[InstallStep]], StackApplies] = stack_applies,
     managers: Mapping[str, tuple[str, str, str]] = CONTROLLERS,
+    old_steps: list[InstallStep] | None = None,
 ) -> UpgradePhases:
     """The phases that move a running component to the release `steps` were built from
-    (its manager where `managers` says it runs)."""
+    (its manager where `managers` says it runs). With the running release's
+    `old_steps`, a controller Deployment whose Pod selector the new release changed is
+    deleted before the new manifests are applied (recreated_deployments)."""
     plan = install_plan(steps, regroup, force_conflicts=True, managers=managers)
     if CRDS_ESTABLISHED not in plan or not any(_is_rollout(phase) for phase in plan):
         raise ConformanceError(
@@ -72,7 +77,50 @@ def upgrade_phases(
         )
     established = plan.index(CRDS_ESTABLISHED) + 1
     rolled = next(i for i, phase in enumerate(plan) if _is_rollout(phase)) + 1
-    return UpgradePhases(plan[:established], plan[established:rolled], plan[rolled:])
+    manager = plan[established:rolled]
+    recreated = recreated_deployments(old_steps, steps, managers) if old_steps else []
+    if recreated:
+        deletes = (
+            Command(
+                ("-n", namespace, "delete", f"deployment/{name}", f"--timeout={ROLLOUT_SECONDS}s"),
+                f"delete {name}",
+            )
+            for namespace, name in recreated
+        )
+        manager = [Phase(tuple(deletes)), *manager]
+    return UpgradePhases(plan[:established], manager, plan[rolled:])
+
+
+def _controller_selectors(
+    steps: list[InstallStep], managers: Mapping[str, tuple[str, str, str]]
+) -> dict[tuple[str, str], Any]:
+    """(namespace, name) -> spec.selector of each controller Deployment the manifests hold."""
+    names = {deployment for _, deployment, _ in managers.values()}
+    return {
+        (document["metadata"].get("namespace", ""), document["metadata"]["name"]): (
+            document.get("spec") or {}
+        ).get("selector")
+        for install in steps
+        for document in install.documents()
+        if document["kind"] == "Deployment" and document["metadata"]["name"] in names
+    }
+
+
+def recreated_deployments(
+    old: list[InstallStep],
+    new: list[InstallStep],
+    managers: Mapping[str, tuple[str, str, str]] = CONTROLLERS,
+) -> list[tuple[str, str]]:
+    """(namespace, name) of each controller Deployment whose Pod selector differs between
+    the running release's manifests and the new one's. A Deployment's spec.selector
+    is immutable, so the API server refuses such an apply ("field is immutable"): the
+    old Deployment must go first. JobSet's own manifests change it between v0.10.1 and
+    v0.11.1 (v0.11's kustomization sets commonLabels, which reach the selector)."""
+    before = _controller_selectors(old, managers)
+    after = _controller_selectors(new, managers)
+    return sorted(
+        key for key, selector in after.items() if key in before and before[key] != selector
+    )
 
 
 def check_request(component: str, version: str, running: Iterable[str]) -> None:
@@ -165,7 +213,9 @@ class PreparedUpgrade:
 
     @property
     def phases(self) -> UpgradePhases:
-        return upgrade_phases(self.new_steps, managers={self.component: self.controller})
+        return upgrade_phases(
+            self.new_steps, managers={self.component: self.controller}, old_steps=self.old_steps
+        )
 
     @property
     def dropped_webhooks(self) -> list[tuple[str, str]]:
@@ -175,8 +225,14 @@ class PreparedUpgrade:
         """What the step did beyond the plain phases, in a few words; `node`: where the
         new Pod runs."""
         where = f", its new Pod on {node}" if node else ""
+        how = f"rolling update of deployment/{self.controller[1]}"
+        if recreated_deployments(self.old_steps, self.new_steps, {self.component: self.controller}):
+            how = (
+                f"deployment/{self.controller[1]} deleted and created anew (the new release "
+                "changed its Pod selector, which an update cannot)"
+            )
         notes = (
-            f"rolling update of deployment/{self.controller[1]}{where}",
+            f"{how}{where}",
             f"image {self.image} {self.supply}",
         )
         if self.user_folder is not None:

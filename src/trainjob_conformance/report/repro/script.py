@@ -86,8 +86,8 @@ request() { # RUN-ANSWER RETRIED TITLE -- KUBECTL-ARGS: the answer must be the r
     sleep 0.5
   done
 }
-reproduced() { say ""; say "REPRODUCED: $*"; exit 0; }
-not_reproduced() { say ""; say "NOT REPRODUCED: $*"; exit 1; }
+reproduced() { say ""; say "REPRODUCED: $*"; VERDICT=given; exit 0; }
+not_reproduced() { say ""; say "NOT REPRODUCED: $*"; VERDICT=given; exit 1; }
 joined() { local out="" item; for item in "$@"; do out="${out:+$out; }$item"; done; say "$out"; }
 # The observations so far: as the run saw them (the gap), and as the policy expects.
 SHOWN=()
@@ -265,9 +265,19 @@ def delete_line(resource: str, name: str, namespace: str | None = None) -> str:
 
 
 # The end of cleanup() and its traps: a signal ends the script through exit, so that
-# the EXIT trap cleans up.
+# the EXIT trap cleans up. A command that failed where none was expected stops the
+# script (set -e) with its own status, 1 for kubectl: that is no verdict, so it
+# leaves as a setup error, never as NOT REPRODUCED.
 CLEANUP_END = [
     "  fi",
+    '  case "$code" in',
+    "    0 | 2 | 130 | 143) ;;",
+    '    *) if [ "${VERDICT:-}" != given ]; then',
+    '         say "SETUP ERROR: a command failed (exit $code) before any verdict: its output is '
+    'above; nothing was judged" >&2',
+    "         code=2",
+    "       fi ;;",
+    "  esac",
     '  exit "$code"',
     "}",
     "trap cleanup EXIT",

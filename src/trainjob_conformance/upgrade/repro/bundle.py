@@ -118,7 +118,7 @@ def release_steps(
         before = steps_of(current, [step.component])
         current = with_version(current, step.component, step.to_version)
         after = steps_of(current, [step.component])
-        phases = upgrade_phases(after)
+        phases = upgrade_phases(after, old_steps=before)
         release = ReleaseStep(
             step.label,
             [*phases.crds, *phases.manager, *phases.after],
@@ -157,10 +157,14 @@ def _expected_words(item: Observe) -> str:
 def _upgrade_words(step: ReleaseStep) -> str:
     dropped = ", ".join(name for _, name in step.dropped_webhooks)
     also = f"; delete {dropped}, which it no longer has" if dropped else ""
-    return (
-        f"Upgrade {step.title}: its CRDs, then its manager and the rollout, then what its "
-        f"webhooks judge{also}."
-    )
+    deleted = [c.words for p in step.phases for c in p.commands if c.words.startswith("delete ")]
+    manager = "its manager and the rollout"
+    if deleted:
+        manager = (
+            f"{', '.join(deleted)} (the new release changed the Deployment's Pod selector, "
+            "which an update cannot change), its manager and the rollout"
+        )
+    return f"Upgrade {step.title}: its CRDs, then {manager}, then what its webhooks judge{also}."
 
 
 def _kubectl(read: Read) -> str:
@@ -230,8 +234,11 @@ The catalog's cause: {reference or "(none named)"}
 
 ## Reproduce
 
-On a new cluster whose nodes pull the releases' images (registry.k8s.io, ghcr.io;
-`kind create cluster` works), with kubectl >= 1.31 and nothing else:
+On a new cluster whose nodes pull the releases' images (registry.k8s.io, ghcr.io),
+with kubectl >= 1.31 and nothing else. A rolling update runs the old and the new
+manager side by side, so the nodes need room for both: a kind cluster with a worker
+node has it (on one node of 2 CPUs the new Kueue Pod stays Pending, "Insufficient
+cpu").
 
 ```bash
 ./repro.sh ~/.kube/config     # or: KUBECONFIG=... ./repro.sh

@@ -38,13 +38,18 @@ apply_release() { # TITLE -- KUBECTL-ARGS: retried while a webhook that just sta
   say "    ok: $(grep -c . <<<"$out") objects"
 }
 crds_established() { # every CRD Established, polled every 0.5 s
-  local deadline=$((SECONDS + TIMEOUT)) pending
+  local deadline=$((SECONDS + TIMEOUT)) listed="" pending="(no answer)"
+  # A go-template, not a jsonpath filter (which fails on a CRD just created, whose
+  # status has no conditions yet), nor kubectl wait (which fails on it too).
   while :; do
-    pending="$(k get crd -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Established")].status}{"\n"}{end}' \
-      | awk '$2 != "True" {print $1}')"
-    if [ -z "$pending" ]; then
-      say "    ok: every CRD Established"
-      return 0
+    if listed="$(k get crd -o go-template='{{range .items}}{{.metadata.name}}{{range .status.conditions}}{{if eq .type "Established"}} {{.status}}{{end}}{{end}}{{"\n"}}{{end}}' 2>&1)"; then
+      pending="$(awk '$2 != "True" {print $1}' <<<"$listed")"
+      if [ -z "$pending" ]; then
+        say "    ok: every CRD Established"
+        return 0
+      fi
+    else
+      pending="$listed"
     fi
     [ "$SECONDS" -lt "$deadline" ] || setup_error "CRDs not Established after ${TIMEOUT}s: $pending"
     sleep 0.5
