@@ -213,6 +213,39 @@ def test_a_controller_whose_pod_selector_changed_is_deleted_before_the_new_relea
     assert notes[0].startswith("deployment/jobset-controller-manager deleted and created anew")
 
 
+def _runtime(path: Path, depends_on: list[dict[str, str]]) -> InstallStep:
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "torchtune-llama3.2-1b"},
+        "spec": {
+            "template": {"spec": {"replicatedJobs": [{"name": "node", "dependsOn": depends_on}]}}
+        },
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(runtime))
+    return InstallStep("trainer-runtimes", "trainer", path)
+
+
+def test_a_runtime_whose_jobs_dependson_changed_is_deleted_before_the_new_release(tmp_path):
+    # Trainer v2.0.1 -> v2.1.0: the torchtune runtimes wait for both initializers, and
+    # the runtime CRD keeps dependsOn immutable ("Value is immutable").
+    model = {"name": "model-initializer", "status": "Complete"}
+    dataset = {"name": "dataset-initializer", "status": "Complete"}
+    old = [_runtime(tmp_path / "old" / "runtimes.yaml", [model])]
+    manager = _manifest(
+        tmp_path / "trainer-manager.yaml", [_object("Namespace", "kubeflow-system")]
+    )
+    new = [manager, _runtime(tmp_path / "new" / "runtimes.yaml", [dataset, model])]
+    assert upgrade.recreated_runtimes(old, new) == ["torchtune-llama3.2-1b"]
+    assert upgrade.recreated_runtimes(old, old) == []
+    phases = upgrade.upgrade_phases(new, _regrouped, old_steps=old)
+    delete = "delete clustertrainingruntime/torchtune-llama3.2-1b --timeout=300s"
+    assert _words(phases.after) == [[delete], [f"{APPLY} {new[1].path}"]]
+    notes = _prepared(tmp_path, component="trainer", old_steps=old, new_steps=new).notes(None)
+    assert "ClusterTrainingRuntimes torchtune-llama3.2-1b deleted and created anew" in notes[-1]
+
+
 def test_an_image_goes_into_each_nodes_containerd_through_stdin_and_pinned():
     command = kind_upgrade.import_command("tjc-x-worker")
     assert command[:4] == ["docker", "exec", "-i", "tjc-x-worker"]

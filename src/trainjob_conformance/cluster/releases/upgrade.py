@@ -77,18 +77,25 @@ def upgrade_phases(
         )
     established = plan.index(CRDS_ESTABLISHED) + 1
     rolled = next(i for i, phase in enumerate(plan) if _is_rollout(phase)) + 1
-    manager = plan[established:rolled]
-    recreated = recreated_deployments(old_steps, steps, managers) if old_steps else []
-    if recreated:
-        deletes = (
+    manager, after = plan[established:rolled], plan[rolled:]
+    if old_steps:
+        deployments = [
             Command(
                 ("-n", namespace, "delete", f"deployment/{name}", f"--timeout={ROLLOUT_SECONDS}s"),
-                f"delete {name}",
+                f"delete {name} (its Pod selector changed)",
             )
-            for namespace, name in recreated
-        )
-        manager = [Phase(tuple(deletes)), *manager]
-    return UpgradePhases(plan[:established], manager, plan[rolled:])
+            for namespace, name in recreated_deployments(old_steps, steps, managers)
+        ]
+        runtimes = [
+            Command(
+                ("delete", f"clustertrainingruntime/{name}", f"--timeout={ROLLOUT_SECONDS}s"),
+                f"delete {name} (its jobs' dependsOn changed)",
+            )
+            for name in recreated_runtimes(old_steps, steps)
+        ]
+        manager = [Phase(tuple(deployments)), *manager] if deployments else manager
+        after = [Phase(tuple(runtimes)), *after] if runtimes and after else after
+    return UpgradePhases(plan[:established], manager, after)
 
 
 def _controller_selectors(
@@ -121,6 +128,33 @@ def recreated_deployments(
     return sorted(
         key for key, selector in after.items() if key in before and before[key] != selector
     )
+
+
+def _runtime_dependencies(steps: list[InstallStep]) -> dict[str, Any]:
+    """ClusterTrainingRuntime name -> (job name, dependsOn) of each of its replicated jobs."""
+    return {
+        document["metadata"]["name"]: [
+            (job.get("name"), job.get("dependsOn"))
+            for job in (((document.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+                "replicatedJobs"
+            )
+            or []
+        ]
+        for install in steps
+        for document in install.documents()
+        if document["kind"] == "ClusterTrainingRuntime"
+    }
+
+
+def recreated_runtimes(old: list[InstallStep], new: list[InstallStep]) -> list[str]:
+    """The ClusterTrainingRuntimes whose jobs' dependsOn the new release changed. The
+    runtime CRD embeds JobSet's schema, whose rule keeps dependsOn as it was
+    (`self == oldSelf`, "Value is immutable"), so the API server refuses such an
+    apply and the old runtime must go first: Trainer v2.1.0's torchtune runtimes wait
+    for both initializers where v2.0.1's waited for one (kubeflow/trainer#2823)."""
+    before = _runtime_dependencies(old)
+    after = _runtime_dependencies(new)
+    return sorted(name for name, jobs in after.items() if name in before and before[name] != jobs)
 
 
 def check_request(component: str, version: str, running: Iterable[str]) -> None:
@@ -235,6 +269,11 @@ class PreparedUpgrade:
             f"{how}{where}",
             f"image {self.image} {self.supply}",
         )
+        if runtimes := recreated_runtimes(self.old_steps, self.new_steps):
+            notes += (
+                f"ClusterTrainingRuntimes {', '.join(runtimes)} deleted and created anew (the new "
+                "release changed their jobs' dependsOn, which an update cannot)",
+            )
         if self.user_folder is not None:
             notes += (
                 f"the user's manifests from {self.user_folder}; webhook configurations "

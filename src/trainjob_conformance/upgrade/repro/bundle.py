@@ -157,14 +157,13 @@ def _expected_words(item: Observe) -> str:
 def _upgrade_words(step: ReleaseStep) -> str:
     dropped = ", ".join(name for _, name in step.dropped_webhooks)
     also = f"; delete {dropped}, which it no longer has" if dropped else ""
+    # What an update cannot change is deleted first (cluster/releases/upgrade.py says why).
     deleted = [c.words for p in step.phases for c in p.commands if c.words.startswith("delete ")]
-    manager = "its manager and the rollout"
-    if deleted:
-        manager = (
-            f"{', '.join(deleted)} (the new release changed the Deployment's Pod selector, "
-            "which an update cannot change), its manager and the rollout"
-        )
-    return f"Upgrade {step.title}: its CRDs, then {manager}, then what its webhooks judge{also}."
+    first = f" ({'; '.join(deleted)}: each deleted first, since an update cannot change it)"
+    return (
+        f"Upgrade {step.title}: its CRDs, then its manager and the rollout, then what its "
+        f"webhooks judge{first if deleted else ''}{also}."
+    )
 
 
 def _kubectl(read: Read) -> str:
