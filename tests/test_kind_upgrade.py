@@ -239,6 +239,8 @@ def test_a_runtime_whose_jobs_dependson_changed_is_deleted_before_the_new_releas
     new = [manager, _runtime(tmp_path / "new" / "runtimes.yaml", [dataset, model])]
     assert upgrade.recreated_runtimes(old, new) == ["torchtune-llama3.2-1b"]
     assert upgrade.recreated_runtimes(old, old) == []
+    # A dependsOn where there was none is no change to the rule (Trainer v2.3.0's launchers).
+    assert upgrade.recreated_runtimes([_runtime(tmp_path / "none.yaml", [])], new) == []
     phases = upgrade.upgrade_phases(new, _regrouped, old_steps=old)
     delete = "delete clustertrainingruntime/torchtune-llama3.2-1b --timeout=300s"
     assert _words(phases.after) == [[delete], [f"{APPLY} {new[1].path}"]]

@@ -130,16 +130,16 @@ def recreated_deployments(
     )
 
 
-def _runtime_dependencies(steps: list[InstallStep]) -> dict[str, Any]:
-    """ClusterTrainingRuntime name -> (job name, dependsOn) of each of its replicated jobs."""
+def _runtime_dependencies(steps: list[InstallStep]) -> dict[str, dict[str, Any]]:
+    """ClusterTrainingRuntime name -> its replicated jobs' dependsOn, by job name."""
     return {
-        document["metadata"]["name"]: [
-            (job.get("name"), job.get("dependsOn"))
+        document["metadata"]["name"]: {
+            job.get("name"): job.get("dependsOn")
             for job in (((document.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
                 "replicatedJobs"
             )
             or []
-        ]
+        }
         for install in steps
         for document in install.documents()
         if document["kind"] == "ClusterTrainingRuntime"
@@ -147,14 +147,21 @@ def _runtime_dependencies(steps: list[InstallStep]) -> dict[str, Any]:
 
 
 def recreated_runtimes(old: list[InstallStep], new: list[InstallStep]) -> list[str]:
-    """The ClusterTrainingRuntimes whose jobs' dependsOn the new release changed. The
-    runtime CRD embeds JobSet's schema, whose rule keeps dependsOn as it was
-    (`self == oldSelf`, "Value is immutable"), so the API server refuses such an
-    apply and the old runtime must go first: Trainer v2.1.0's torchtune runtimes wait
-    for both initializers where v2.0.1's waited for one (kubeflow/trainer#2823)."""
+    """The ClusterTrainingRuntimes where the new release changes a job's dependsOn that the
+    old one set. The runtime CRD embeds JobSet's schema, whose transition rule keeps
+    dependsOn as it was (`self == oldSelf`, "Value is immutable"), so the API server
+    refuses such an apply and the old runtime must go first: Trainer v2.1.0's torchtune
+    runtimes wait for both initializers where v2.0.1's waited for one
+    (kubeflow/trainer#2823). A dependsOn added where there was none is no change to
+    the rule, which judges only a value present before and after (Trainer v2.3.0's
+    launchers, applied over v2.2.1's runtimes as they are)."""
     before = _runtime_dependencies(old)
-    after = _runtime_dependencies(new)
-    return sorted(name for name, jobs in after.items() if name in before and before[name] != jobs)
+    changed = []
+    for name, jobs in _runtime_dependencies(new).items():
+        was = before.get(name, {})
+        if any(was.get(job) and depends and was[job] != depends for job, depends in jobs.items()):
+            changed.append(name)
+    return sorted(changed)
 
 
 def check_request(component: str, version: str, running: Iterable[str]) -> None:
