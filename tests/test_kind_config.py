@@ -77,3 +77,18 @@ def test_an_audited_api_server_keeps_its_log_in_a_directory_mounted_from_the_hos
     )
     assert "kubeadmConfigPatchesJSON6902" not in plain
     assert "extraMounts" not in plain["nodes"][0]
+
+
+def test_a_composed_profiles_run_id_is_a_label_value_the_kubelet_takes():
+    # The kubelet refused '20261207-155531-trainer-2.2+jobset=v0.12.0+kueue=v0.16.6-20235'
+    # (compat on kind, 2026-12-07): kubeadm then timed out on a control plane never registered.
+    run_id = "20261207-155531-trainer-2.2+jobset=v0.12.0+kueue=v0.16.6-20235"
+    value = config.label_value(run_id)
+    assert value == "20261207-155531-trainer-2.2-jobset-v0.12.0-kueue-v0.16.6-20235"
+    long = config.label_value("20261207-155531-" + "latest+kueue=v0.16.6+" * 4 + "20235")
+    assert len(long) <= 63 and long.startswith("20261207-155531") and long.endswith("20235")
+    assert config.label_value("20261207-142200-prove-latest-26952") == (
+        "20261207-142200-prove-latest-26952"
+    )
+    cfg = config.cluster_config("node:img", "node:img", run_id, False, False, None, workers=[{}])
+    assert {n["labels"][config.HARNESS_LABEL] for n in cfg["nodes"]} == {value}

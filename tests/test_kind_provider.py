@@ -350,3 +350,22 @@ def test_a_multikueue_worker_pulls_through_the_mirror_named_for_it(tmp_path, nam
     assert manager.image_source == run_source
     assert worker.image_source == "upstream"
     assert worker.mirror is not None and worker.mirror.url == "http://mirror.example:5000"
+
+
+def test_a_failed_create_is_told_in_kinds_and_the_kubelets_own_words():
+    kind_log = (
+        "Creating cluster ...\n"
+        "ERROR: failed to create cluster: failed to init node with kubeadm: exit status 1\n"
+        "error execution phase wait-control-plane: could not bootstrap the admin user\n"
+        "main.main\n\truntime/asm_amd64.s:1771\n"
+    )
+    journal = (
+        'Dec 07 15:56:52 tjc-control-plane kubelet[923]: E1207 run.go:72] "command failed" '
+        "err=\"failed to validate kubelet flags: invalid node labels: 'a+b=c'\"\n"
+    )
+    said = kind.create_failure(kind_log, journal)
+    assert said.startswith("kind create cluster failed: ERROR: failed to create cluster")
+    assert "error execution phase wait-control-plane" in said
+    assert "the kubelet: failed to validate kubelet flags: invalid node labels: 'a+b=c'" in said
+    assert "asm_amd64" not in said
+    assert kind.create_failure("boom\n", "") == "kind create cluster failed: boom"

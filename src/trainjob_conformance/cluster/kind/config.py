@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,17 @@ _JOIN_TAINTED = (
     "nodeRegistration:\n"
     f"  taints:\n  - key: {INSTALLING_TAINT.split(':')[0]}\n    effect: NoSchedule\n"
 )
+
+
+def label_value(run_id: str) -> str:
+    """The run id as a Kubernetes label value (at most 63 of letters, digits, `-_.`,
+    alphanumeric at both ends): a composed profile's run directory holds `+` and `=`
+    (`...-latest+kueue=v0.16.6-123`), which the kubelet refuses as a node label,
+    and kubeadm then waits out its bound for a control plane that never registers."""
+    value = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id)
+    if len(value) > 63:
+        value = f"{value[:30]}-{value[-32:]}"  # the time it started and its pid, kept
+    return value.strip("-_.")
 
 
 def cgroup_v1(mounts: str | None = None) -> bool:
@@ -97,14 +109,14 @@ def cluster_config(
             {
                 "role": "control-plane",
                 "image": node_image,
-                "labels": {HARNESS_LABEL: run_id},
+                "labels": {HARNESS_LABEL: label_value(run_id)},
                 **({"extraMounts": control_plane_mounts} if control_plane_mounts else {}),
             },
             *(
                 {
                     "role": "worker",
                     "image": worker_image,
-                    "labels": {HARNESS_LABEL: run_id, **labels},
+                    "labels": {HARNESS_LABEL: label_value(run_id), **labels},
                     "kubeadmConfigPatches": [_JOIN_TAINTED],
                     **mounts,
                 }

@@ -129,6 +129,22 @@ def cluster_name(run_dir: Path) -> str:
     return f"tjc-{run_id}"
 
 
+def create_failure(kind_log: str, journal: str) -> str:
+    """Why `kind create cluster` failed, in kind's and the kubelet's own words: kind's
+    `ERROR:` line and kubeadm's `error execution phase` (the log ends in a Go stack
+    trace, whose last line says nothing), and the first error the node's kubelet
+    logged (`err="..."`), which names the cause where kubeadm only timed out."""
+    lines = [line.strip() for line in kind_log.strip().splitlines() if line.strip()]
+    said = [
+        line for line in lines if line.startswith(("ERROR:", "error execution phase", "error:"))
+    ]
+    words = said[:2] or lines[-1:]
+    kubelet = re.search(r'kubelet\[\d+\]: .*?err="((?:[^"\\]|\\.)*)"', journal)
+    if kubelet:
+        words.append(f"the kubelet: {kubelet.group(1)}")
+    return "kind create cluster failed: " + " / ".join(words)
+
+
 class KindStackCluster:
     """A kind cluster this run creates, installs the stack on, and deletes."""
 
@@ -378,10 +394,11 @@ class KindStackCluster:
                     process.wait()
         self.timings["kind_create"] = round(ended[0] - self.started, 1)
         if process.returncode != 0:
-            lines = log.read_text(errors="replace").strip().splitlines()
             # Kubernetes itself, before any release of the stack: not the releases' doing.
+            journal = self._journal_tail()
             raise ControlPlaneNotStarted(
-                f"kind create cluster failed: {lines[-1:]}; node journal:\n{self._journal_tail()}"
+                f"{create_failure(log.read_text(errors='replace'), journal)}; "
+                f"node journal:\n{journal}"
             )
 
     def _remember_image_source(self) -> None:
