@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ class UpgradePhases:
     crds: list[Phase]  # its namespaces and CRDs applied, then the wait for Established
     manager: list[Phase]  # its manifests (and Kueue's webhooks), then its rollout
     after: list[Phase]  # what its webhooks judge: the Trainer's runtimes
+    # What the phases delete before applying it anew, since an update cannot change it:
+    # `deployment/<name>` (its Pod selector), `clustertrainingruntime/<name>` (dependsOn).
+    recreated: tuple[str, ...] = ()
 
 
 def _is_rollout(phase: Phase) -> bool:
@@ -78,24 +82,43 @@ def upgrade_phases(
     established = plan.index(CRDS_ESTABLISHED) + 1
     rolled = next(i for i, phase in enumerate(plan) if _is_rollout(phase)) + 1
     manager, after = plan[established:rolled], plan[rolled:]
-    if old_steps:
-        deployments = [
-            Command(
-                ("-n", namespace, "delete", f"deployment/{name}", f"--timeout={ROLLOUT_SECONDS}s"),
-                f"delete {name} (its Pod selector changed)",
-            )
-            for namespace, name in recreated_deployments(old_steps, steps, managers)
+    if not old_steps:
+        return UpgradePhases(plan[:established], manager, after)
+    deployments = recreated_deployments(old_steps, steps, managers)
+    runtimes = recreated_runtimes(old_steps, steps)
+    if deployments:
+        manager = [
+            Phase(
+                tuple(
+                    Command(
+                        ("-n", namespace, "delete", f"deployment/{name}", *_DELETE_BOUND),
+                        f"delete {name} (its Pod selector changed)",
+                    )
+                    for namespace, name in deployments
+                )
+            ),
+            *manager,
         ]
-        runtimes = [
-            Command(
-                ("delete", f"clustertrainingruntime/{name}", f"--timeout={ROLLOUT_SECONDS}s"),
-                f"delete {name} (its jobs' dependsOn changed)",
-            )
-            for name in recreated_runtimes(old_steps, steps)
+    if runtimes:  # the runtimes are what `after` applies
+        after = [
+            Phase(
+                tuple(
+                    Command(
+                        ("delete", f"clustertrainingruntime/{name}", *_DELETE_BOUND),
+                        f"delete {name} (its jobs' dependsOn changed)",
+                    )
+                    for name in runtimes
+                )
+            ),
+            *after,
         ]
-        manager = [Phase(tuple(deployments)), *manager] if deployments else manager
-        after = [Phase(tuple(runtimes)), *after] if runtimes and after else after
-    return UpgradePhases(plan[:established], manager, after)
+    recreated = [f"deployment/{name}" for _, name in deployments]
+    recreated += [f"clustertrainingruntime/{name}" for name in runtimes]
+    return UpgradePhases(plan[:established], manager, after, tuple(recreated))
+
+
+# A delete waits for the object to go (a runtime in use keeps the Trainer's finalizer).
+_DELETE_BOUND = (f"--timeout={ROLLOUT_SECONDS}s",)
 
 
 def _controller_selectors(
@@ -252,8 +275,9 @@ class PreparedUpgrade:
         """Where the manager runs: (namespace, Deployment, Pod selector)."""
         return self.user_controller or CONTROLLERS[self.component]
 
-    @property
+    @cached_property
     def phases(self) -> UpgradePhases:
+        # Once: each computation parses both releases' manifests.
         return upgrade_phases(
             self.new_steps, managers={self.component: self.controller}, old_steps=self.old_steps
         )
@@ -266,17 +290,17 @@ class PreparedUpgrade:
         """What the step did beyond the plain phases, in a few words; `node`: where the
         new Pod runs."""
         where = f", its new Pod on {node}" if node else ""
-        how = f"rolling update of deployment/{self.controller[1]}"
-        if recreated_deployments(self.old_steps, self.new_steps, {self.component: self.controller}):
+        deployment = f"deployment/{self.controller[1]}"
+        # Without the old release's manifests (a user's installer) nothing is recreated.
+        recreated = self.phases.recreated if self.old_steps else ()
+        how = f"rolling update of {deployment}"
+        if deployment in recreated:
             how = (
-                f"deployment/{self.controller[1]} deleted and created anew (the new release "
-                "changed its Pod selector, which an update cannot)"
+                f"{deployment} deleted and created anew (the new release changed its Pod "
+                "selector, which an update cannot)"
             )
-        notes = (
-            f"{how}{where}",
-            f"image {self.image} {self.supply}",
-        )
-        if runtimes := recreated_runtimes(self.old_steps, self.new_steps):
+        notes = (f"{how}{where}", f"image {self.image} {self.supply}")
+        if runtimes := [r.split("/", 1)[1] for r in recreated if r.startswith("cluster")]:
             notes += (
                 f"ClusterTrainingRuntimes {', '.join(runtimes)} deleted and created anew (the new "
                 "release changed their jobs' dependsOn, which an update cannot)",

@@ -123,6 +123,7 @@ def release_steps(
             step.label,
             [*phases.crds, *phases.manager, *phases.after],
             dropped_webhooks(before, after),
+            phases.recreated,
         )
         copies.add(release, f"to-{step.component}")
         upgrades.append(release)
@@ -158,11 +159,10 @@ def _upgrade_words(step: ReleaseStep) -> str:
     dropped = ", ".join(name for _, name in step.dropped_webhooks)
     also = f"; delete {dropped}, which it no longer has" if dropped else ""
     # What an update cannot change is deleted first (cluster/releases/upgrade.py says why).
-    deleted = [c.words for p in step.phases for c in p.commands if c.words.startswith("delete ")]
-    first = f" ({'; '.join(deleted)}: each deleted first, since an update cannot change it)"
+    first = f"; {', '.join(step.recreated)} deleted first, since an update cannot change it"
     return (
         f"Upgrade {step.title}: its CRDs, then its manager and the rollout, then what its "
-        f"webhooks judge{first if deleted else ''}{also}."
+        f"webhooks judge{first if step.recreated else ''}{also}."
     )
 
 

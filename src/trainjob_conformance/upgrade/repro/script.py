@@ -99,6 +99,7 @@ class ReleaseStep:
     title: str
     phases: list[Phase]
     dropped_webhooks: list[tuple[str, str]]
+    recreated: tuple[str, ...] = ()  # deleted before its apply (UpgradePhases.recreated)
 
 
 def _q(words: list[str] | tuple[str, ...]) -> str:
